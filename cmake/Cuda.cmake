@@ -1,0 +1,36 @@
+# CUDA detection. DF11_CUDA=AUTO builds the GPU code when nvcc is found; ON requires it; OFF skips
+# it. Nothing here needs a GPU: the code compiles for fixed architectures and every GPU test skips
+# without a device.
+set(DF11_HAVE_CUDA OFF)
+if(NOT DF11_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER)
+    foreach(dir /usr/local/cuda/bin /usr/local/cuda-13/bin)
+      if(EXISTS "${dir}/nvcc")
+        set(CMAKE_CUDA_COMPILER "${dir}/nvcc")
+        break()
+      endif()
+    endforeach()
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # "native" fails on a machine without a GPU, so the architectures are pinned:
+    #   90       sm_90 code + PTX for Hopper (H100/H200) and newer through the driver's JIT;
+    #   90a-real Hopper-only instructions (wgmma, TMA) used by the kernels that need them.
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90 90a-real)
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 does not know how to pass C++20 to nvcc 13; .cu files are C++17, and public headers
+    # that .cu files include stay C++17-clean.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(DF11_HAVE_CUDA ON)
+    message(STATUS "df11: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  elseif(DF11_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "DF11_CUDA=ON but no CUDA compiler (nvcc) was found")
+  else()
+    message(STATUS "df11: no CUDA compiler found, building the CPU code only")
+  endif()
+endif()

@@ -1,0 +1,53 @@
+// What the codec knows of Hugging Face model architectures: the DF11 units the official releases
+// use for Llama, Qwen2 and Qwen3, and the shape of every weight inside those units.
+#ifndef DF11_CODEC_ARCHITECTURE_H_
+#define DF11_CODEC_ARCHITECTURE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace df11::codec {
+
+// DF11's pattern_dict, in order: a full-match regex over module paths -> the attribute paths whose
+// `.weight` tensors, concatenated in that order, form the unit (empty: the module's own weight).
+using PatternDict = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+// Architecture facts read from config.json.
+struct ArchitectureInfo {
+  std::string architecture;  // "Qwen3ForCausalLM"
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab_size = 0;
+  bool tie_word_embeddings = false;
+};
+
+// The architectures df11 has pattern dicts and shapes for.
+const std::vector<std::string>& SupportedArchitectures();
+
+// Parses config.json's text. kInvalidArgument naming the field when a needed field is missing or
+// not a positive integer, or when the architecture is not supported (the message lists those that
+// are).
+absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_json);
+
+// The official releases' pattern_dict: each decoder layer's q, k, v, o, gate, up, down as one unit,
+// plus lm_head and model.embed_tokens as units of their own, except for tied embeddings, where the
+// shared matrix stays BF16 (as DFloat11/Qwen3-4B-DF11 ships).
+PatternDict DefaultPatternDict(const ArchitectureInfo& arch);
+
+// Shape (out_features, in_features) of `<module>.<attr>.weight` (attr empty: `<module>.weight`),
+// by the last components of the name; nullopt when the name is not one of the architecture's
+// linear or embedding weights.
+std::optional<std::vector<int64_t>> WeightShape(const ArchitectureInfo& arch,
+                                                const std::string& weight_name);
+
+}  // namespace df11::codec
+
+#endif  // DF11_CODEC_ARCHITECTURE_H_

@@ -1,0 +1,330 @@
+#include "codec/decoder.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+#include "codec/format.h"
+
+namespace df11::codec {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the bit readers assume a little-endian host");
+
+absl::Status Corrupt(const Unit& unit, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("DF11 unit ", unit.name(), ": ", what));
+}
+
+absl::Status CheckOutput(const Unit& unit, std::span<uint16_t> out) {
+  if (out.size() == unit.num_elements()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("DF11 unit ", unit.name(), " has ",
+                                                 unit.num_elements(), " elements; output holds ",
+                                                 out.size()));
+}
+
+// 64 stream bits starting at bit `bitpos`, MSB-first; bits past the end of the stream read as 0.
+// At least the 57 leading bits are stream bits. Never reads outside data[0, n_bytes).
+inline uint64_t Window(const uint8_t* data, size_t n_bytes, uint64_t bitpos) {
+  const uint64_t byte = bitpos >> 3;
+  uint64_t v = 0;
+  if (byte + 8 <= n_bytes) {
+    std::memcpy(&v, data + byte, 8);
+  } else if (byte < n_bytes) {
+    std::memcpy(&v, data + byte, n_bytes - byte);
+  }
+  return __builtin_bswap64(v) << (bitpos & 7);
+}
+
+// The LUT walk of one code at the top of `window` (codec/FORMAT.md, "Decoding one symbol"). Returns
+// the code length and sets `symbol`, or returns 0 when the tables give no valid code: a pointer
+// after four lookups, or a symbol without a length. Pointer targets were bounds-checked by
+// Unit::Validate, so every row read is inside the tables.
+inline int WalkLut(const Unit& unit, uint64_t window, int& symbol) {
+  const uint8_t* luts = unit.lut_row(0);
+  int v = luts[window >> 56];
+  for (int level = 1; level < format::kMaxLookups && v >= format::kFirstPointerValue; ++level) {
+    v = luts[256 * (256 - v) + ((window >> (56 - 8 * level)) & 0xFF)];
+  }
+  if (v >= format::kFirstPointerValue) return 0;
+  symbol = v;
+  return unit.code_lengths()[v];
+}
+
+// Multi-symbol table: entry i decodes the codes that lie wholly inside the 12-bit prefix i.
+// Bytes 0..5 hold up to six exponents, byte 6 their count, byte 7 the bits they use. An entry takes
+// a code only when the LUT walk's result cannot depend on bits past the prefix, so that using the
+// entry is exactly the LUT walk; a count of 0 sends the decoder to the walk itself.
+constexpr int kTableBits = 12;
+constexpr int kMaxSymbolsPerEntry = 6;
+using MultiSymbolTable = std::array<uint64_t, 1 << kTableBits>;
+
+void BuildMultiSymbolTable(const Unit& unit, MultiSymbolTable& table) {
+  const uint8_t* luts = unit.lut_row(0);
+  const uint8_t* lengths = unit.code_lengths();
+  for (uint32_t prefix = 0; prefix < table.size(); ++prefix) {
+    const uint64_t window = uint64_t{prefix} << (64 - kTableBits);
+    uint64_t symbols = 0;
+    int count = 0;
+    int used = 0;
+    while (count < kMaxSymbolsPerEntry) {
+      const uint64_t w = window << used;
+      const uint8_t* row = luts;
+      int level = 0;
+      int v = row[w >> 56];
+      while (v >= format::kFirstPointerValue && level + 1 < format::kMaxLookups) {
+        ++level;
+        row = luts + 256 * (256 - v);
+        v = row[(w >> (56 - 8 * level)) & 0xFF];
+      }
+      if (v >= format::kFirstPointerValue) break;
+      const int length = lengths[v];
+      const int last_bits = length - 8 * level;  // bits of the code read from the last row's key
+      if (length == 0 || used + length > kTableBits || last_bits < 1 || last_bits > 8) break;
+      // Every key that shares the code's bits must give the same symbol.
+      const int key = static_cast<int>((w >> (56 - 8 * level)) & 0xFF);
+      const int first = key & ~((1 << (8 - last_bits)) - 1);
+      if (!std::all_of(row + first, row + first + (1 << (8 - last_bits)),
+                       [v](uint8_t x) { return x == v; })) {
+        break;
+      }
+      symbols |= uint64_t(v) << (8 * count);
+      ++count;
+      used += length;
+    }
+    table[prefix] = symbols | uint64_t(count) << 48 | uint64_t(used) << 56;
+  }
+}
+
+// One block's exponent stream being decoded: the next bit, where the next exponent goes, and the
+// end of the block's exponents (with 8 bytes of room past it for whole-entry stores).
+struct Stream {
+  uint64_t bitpos;
+  uint8_t* out;
+  uint8_t* end;
+  bool failed = false;  // the lookup tables gave no valid code
+};
+
+// Decodes one symbol by the LUT walk.
+inline void WalkStep(const Unit& unit, Stream& s) {
+  int symbol;
+  const int length = WalkLut(unit, Window(unit.tensors().encoded_exponent.data(), unit.num_bytes(),
+                                          s.bitpos), symbol);
+  if (length == 0) {
+    s.failed = true;
+    s.out = s.end;  // stop
+    return;
+  }
+  *s.out++ = static_cast<uint8_t>(symbol);
+  s.bitpos += length;
+}
+
+// Up to four multi-symbol table steps from one window load (48 of its 57 valid bits), then a LUT
+// walk if a code is longer than the table resolves. Needs 4 * 6 exponents of room before s.end.
+inline void TableSteps(const Unit& unit, const MultiSymbolTable& table, Stream& s) {
+  uint64_t w = Window(unit.tensors().encoded_exponent.data(), unit.num_bytes(), s.bitpos);
+  for (int step = 0; step < 4; ++step) {
+    const uint64_t e = table[w >> (64 - kTableBits)];
+    const uint32_t n = (e >> 48) & 0xFF;
+    if (n == 0) {
+      WalkStep(unit, s);
+      return;
+    }
+    std::memcpy(s.out, &e, 8);
+    s.out += n;
+    const uint32_t bits = static_cast<uint32_t>(e >> 56);
+    w <<= bits;
+    s.bitpos += bits;
+  }
+}
+
+constexpr ptrdiff_t kRoomForTableSteps = 4 * kMaxSymbolsPerEntry;
+
+void Finish(const Unit& unit, const MultiSymbolTable& table, Stream& s) {
+  while (s.end - s.out >= kRoomForTableSteps) TableSteps(unit, table, s);
+  while (s.out < s.end) WalkStep(unit, s);
+}
+
+// Decodes two blocks' streams in lockstep: each is a serial chain of dependent table loads, so
+// interleaving two of them keeps the core busy while either waits for a load.
+void DecodeTwo(const Unit& unit, const MultiSymbolTable& table, Stream& a, Stream& b) {
+  while (a.end - a.out >= kRoomForTableSteps && b.end - b.out >= kRoomForTableSteps) {
+    TableSteps(unit, table, a);
+    TableSteps(unit, table, b);
+  }
+  Finish(unit, table, a);
+  Finish(unit, table, b);
+}
+
+// BF16 from exponents and sign/mantissa bytes; a loop the compiler vectorises.
+void JoinBf16(const uint8_t* exps, const uint8_t* sign_mantissa, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = format::JoinBf16(exps[i], sign_mantissa[i]);
+}
+
+// Where block b's codes start and how many it holds; an empty stream for a tail block in which
+// no code starts.
+absl::StatusOr<Stream> OpenBlock(const Unit& unit, size_t b, uint8_t* exps) {
+  const std::span<const uint32_t> p = unit.positions();
+  const size_t count = p[b + 1] - p[b];
+  if (count == 0 && p[b] != unit.num_elements()) {
+    return Corrupt(unit, absl::StrCat("block ", b, " decodes no element but starts at element ",
+                                      p[b], " of ", unit.num_elements()));
+  }
+  return Stream{b * format::kBitsPerBlock + unit.gap(b * format::kThreadsPerBlock), exps,
+                exps + count};
+}
+
+// Checks that block b's codes ended where the next block's start (or the stream's end), then
+// joins its exponents with the sign/mantissa bytes into its slice of `out`.
+absl::Status CloseBlock(const Unit& unit, size_t b, const Stream& s, const uint8_t* exps,
+                        std::span<uint16_t> out) {
+  const std::span<const uint32_t> p = unit.positions();
+  const size_t count = p[b + 1] - p[b];
+  if (count == 0) return absl::OkStatus();
+  if (s.failed) {
+    return Corrupt(unit, absl::StrCat("block ", b, ": the lookup tables give no valid code"));
+  }
+  if (p[b + 1] < unit.num_elements()) {
+    const size_t next = b + 1;
+    const uint64_t next_start =
+        next * format::kBitsPerBlock + unit.gap(next * format::kThreadsPerBlock);
+    if (s.bitpos != next_start) {
+      return Corrupt(unit, absl::StrCat("block ", b, ": ", count, " codes end at bit ", s.bitpos,
+                                        ", but block ", next, " starts at bit ", next_start));
+    }
+  } else if (s.bitpos > 8 * uint64_t{unit.num_bytes()} ||
+             (s.bitpos + 7) / 8 != unit.num_bytes()) {
+    return Corrupt(unit, absl::StrCat("the last code ends at bit ", s.bitpos, " of a ",
+                                      unit.num_bytes(), "-byte stream"));
+  }
+  JoinBf16(exps, unit.tensors().sign_mantissa.data() + p[b], out.data() + p[b], count);
+  return absl::OkStatus();
+}
+
+// Decodes blocks [begin, end) two at a time into `out`.
+absl::Status DecodeBlocks(const Unit& unit, const MultiSymbolTable& table, size_t begin,
+                          size_t end, std::span<uint16_t> out) {
+  // The largest block decodes 32768 exponents; 8 bytes of slack for whole-entry stores.
+  constexpr size_t kRoom = format::kBitsPerBlock + 8;
+  std::vector<uint8_t> scratch(2 * kRoom);
+  uint8_t* exps[2] = {scratch.data(), scratch.data() + kRoom};
+  for (size_t b = begin; b < end; b += 2) {
+    if (b + 1 < end) {
+      DF11_ASSIGN_OR_RETURN(Stream first, OpenBlock(unit, b, exps[0]));
+      DF11_ASSIGN_OR_RETURN(Stream second, OpenBlock(unit, b + 1, exps[1]));
+      DecodeTwo(unit, table, first, second);
+      DF11_RETURN_IF_ERROR(CloseBlock(unit, b, first, exps[0], out));
+      DF11_RETURN_IF_ERROR(CloseBlock(unit, b + 1, second, exps[1], out));
+    } else {
+      DF11_ASSIGN_OR_RETURN(Stream only, OpenBlock(unit, b, exps[0]));
+      Finish(unit, table, only);
+      DF11_RETURN_IF_ERROR(CloseBlock(unit, b, only, exps[0], out));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecodeReference(const Unit& unit, std::span<uint16_t> out) {
+  if (absl::Status s = CheckOutput(unit, out); !s.ok()) return s;
+  const uint8_t* data = unit.tensors().encoded_exponent.data();
+  const uint8_t* sign_mantissa = unit.tensors().sign_mantissa.data();
+  const size_t n_bytes = unit.num_bytes();
+  const uint64_t total_bits = 8 * uint64_t{n_bytes};
+  const size_t n = unit.num_elements();
+  const std::span<const uint32_t> p = unit.positions();
+  const size_t n_chunks = unit.num_blocks() * format::kThreadsPerBlock;
+
+  uint64_t bitpos = 0;
+  size_t next_chunk = 0;  // chunks before this one have had their first code start checked
+  size_t next_block = 0;
+  // A code (or, at the tail, the EOF padding) starts at `bitpos` as element `element`: if it is the
+  // first in its chunk or block, the gap and the block's first element must say so.
+  auto check_start = [&](size_t element) -> absl::Status {
+    const size_t chunk = bitpos / format::kBitsPerChunk;
+    if (chunk >= next_chunk) {
+      if (unit.gap(chunk) != static_cast<int>(bitpos % format::kBitsPerChunk)) {
+        return Corrupt(unit, absl::StrCat("gap of chunk ", chunk, " is ", unit.gap(chunk),
+                                          ", but its first code starts at bit ",
+                                          bitpos % format::kBitsPerChunk));
+      }
+      next_chunk = chunk + 1;
+    }
+    const size_t block = bitpos / format::kBitsPerBlock;
+    if (block >= next_block) {
+      if (p[block] != element) {
+        return Corrupt(unit, absl::StrCat("output_positions[", block, "] is ", p[block],
+                                          ", but the block's first code is element ", element));
+      }
+      next_block = block + 1;
+    }
+    return absl::OkStatus();
+  };
+
+  for (size_t i = 0; i < n; ++i) {
+    if (bitpos >= total_bits) {
+      return Corrupt(unit, absl::StrCat("the stream ends after ", i, " of ", n, " codes"));
+    }
+    if (absl::Status s = check_start(i); !s.ok()) return s;
+    int symbol;
+    const int length = WalkLut(unit, Window(data, n_bytes, bitpos), symbol);
+    if (length == 0) {
+      return Corrupt(unit, absl::StrCat("no valid code at bit ", bitpos, " (element ", i, ")"));
+    }
+    if (bitpos + length > total_bits) {
+      return Corrupt(unit, absl::StrCat("code of element ", i, " ends at bit ", bitpos + length,
+                                        " of ", total_bits));
+    }
+    out[i] = format::JoinBf16(static_cast<uint8_t>(symbol), sign_mantissa[i]);
+    bitpos += length;
+  }
+  // The official tail: a stream that does not end on a byte boundary gets one padding byte, and
+  // the padding start is marked like a code start.
+  if ((bitpos + 7) / 8 != n_bytes) {
+    return Corrupt(unit, absl::StrCat("the codes end at bit ", bitpos, ", but the stream has ",
+                                      n_bytes, " bytes"));
+  }
+  if (bitpos % 8 != 0) {
+    if (absl::Status s = check_start(n); !s.ok()) return s;
+  }
+  for (size_t chunk = next_chunk; chunk < n_chunks; ++chunk) {
+    if (unit.gap(chunk) != 0) {
+      return Corrupt(unit, absl::StrCat("padding gap of chunk ", chunk, " is ", unit.gap(chunk)));
+    }
+  }
+  for (size_t block = next_block; block < unit.num_blocks(); ++block) {
+    if (p[block] != n) {
+      return Corrupt(unit, absl::StrCat("output_positions[", block, "] is ", p[block],
+                                        ", but no code starts in that block"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeParallel(const Unit& unit, std::span<uint16_t> out, ThreadPool* pool) {
+  if (absl::Status s = CheckOutput(unit, out); !s.ok()) return s;
+  MultiSymbolTable table;
+  BuildMultiSymbolTable(unit, table);
+  std::mutex mu;
+  absl::Status first_error;
+  auto decode_range = [&](size_t begin, size_t end) {
+    absl::Status s = DecodeBlocks(unit, table, begin, end, out);
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_error.ok()) first_error = std::move(s);
+    }
+  };
+  if (pool == nullptr) {
+    decode_range(0, unit.num_blocks());
+  } else {
+    pool->ParallelFor(unit.num_blocks(), decode_range);
+  }
+  return first_error;
+}
+
+}  // namespace df11::codec

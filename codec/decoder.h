@@ -1,0 +1,34 @@
+// CPU decoders of DF11 units: the sequential reference and a block-parallel, multi-threaded one.
+// Both produce the same bits on every input; the reference checks every gap and position of the
+// unit, the parallel decoder every one it reads (block starts, per-block counts). Both return
+// kDataLoss on corrupt input and never read outside the unit's tensors.
+//
+//   DF11_ASSIGN_OR_RETURN(Unit unit, Unit::Validate(tensors, name));
+//   std::vector<uint16_t> bf16(unit.num_elements());
+//   DF11_RETURN_IF_ERROR(DecodeParallel(unit, bf16, &pool));
+#ifndef DF11_CODEC_DECODER_H_
+#define DF11_CODEC_DECODER_H_
+
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "codec/thread_pool.h"
+#include "codec/unit.h"
+
+namespace df11::codec {
+
+// Decodes `unit` symbol by symbol from bit 0 through the LUT walk of codec/FORMAT.md, checking on
+// the way that every chunk's gap and every block's first element match the stream, and that the
+// stream ends exactly at its last byte. `out` must hold unit.num_elements() values (else
+// kInvalidArgument). Single-threaded; the bit-exact reference for every other decoder.
+absl::Status DecodeReference(const Unit& unit, std::span<uint16_t> out);
+
+// Decodes `unit` block by block from the block start positions (gaps and output_positions),
+// several symbols per table lookup, the blocks split over `pool`'s threads (nullptr: the calling
+// thread only). Checks each block's start and end bit and element count. `out` as above.
+absl::Status DecodeParallel(const Unit& unit, std::span<uint16_t> out, ThreadPool* pool);
+
+}  // namespace df11::codec
+
+#endif  // DF11_CODEC_DECODER_H_

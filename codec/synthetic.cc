@@ -1,0 +1,36 @@
+#include "codec/synthetic.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace df11::codec {
+
+uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float Bf16ToFloat(uint16_t bf16) {
+  const uint32_t bits = uint32_t{bf16} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void FillNormalBf16(uint64_t seed, float stddev, std::span<uint16_t> out) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, stddev);
+  for (uint16_t& v : out) v = FloatToBf16(normal(rng));
+}
+
+std::vector<uint16_t> NormalBf16(uint64_t seed, float stddev, size_t n) {
+  std::vector<uint16_t> out(n);
+  FillNormalBf16(seed, stddev, out);
+  return out;
+}
+
+}  // namespace df11::codec

@@ -1,0 +1,131 @@
+// df11 bench: encode and decode speed of the CPU codec on synthetic LLM-like weights, against
+// memcpy of the same bytes in the same run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "codec/decoder.h"
+#include "codec/encoder.h"
+#include "codec/synthetic.h"
+#include "codec/thread_pool.h"
+#include "tools/df11/cli.h"
+#include "tools/df11/commands.h"
+
+namespace df11::tool {
+namespace {
+
+constexpr char kHelp[] = R"(Usage: df11 bench [--mb N] [--threads N] [--runs N] [--json]
+
+Generates N MB (default 256) of BF16 weights drawn from N(0, 0.02^2) (about 2.6 bits of exponent
+entropy, like trained LLM layers), encodes them as one DF11 unit, and reports the median of --runs
+(default 7) timings of:
+  encode (one thread)               MB/s of BF16 input
+  decode, block-parallel decoder    GB/s of BF16 output, on one thread and on --threads threads
+  decode, sequential reference      GB/s of BF16 output
+  memcpy of the same BF16 bytes     GB/s, the machine's copy speed in this same run
+and the stored bits per weight. Every decode is checked against the input before timing.
+
+  --threads N   threads for the multi-threaded decode (default: one per CPU)
+  --json        one JSON object instead of text
+)";
+
+using Clock = std::chrono::steady_clock;
+
+template <typename Fn>
+double MedianSeconds(int runs, Fn&& fn) {
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    const auto start = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int RunBench(const std::vector<std::string>& argv) {
+  absl::StatusOr<Args> args = Args::Parse(argv, {"mb", "threads", "runs"}, {"json", "help"});
+  if (!args.ok()) return UsageError("bench", std::string(args.status().message()));
+  if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
+  absl::StatusOr<int64_t> mb = args->GetInt("mb", 256, 1, 4000);
+  absl::StatusOr<int64_t> threads =
+      args->GetInt("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024);
+  absl::StatusOr<int64_t> runs = args->GetInt("runs", 7, 1, 1000);
+  for (const auto* v : {&mb, &threads, &runs}) {
+    if (!v->ok()) return UsageError("bench", std::string(v->status().message()));
+  }
+  const bool json = args->Has("json");
+  const size_t n = static_cast<size_t>(*mb) * 1000 * 1000 / 2;
+  if (!json) std::fprintf(stderr, "generating %zu BF16 weights...\n", n);
+  const std::vector<uint16_t> weights = codec::NormalBf16(/*seed=*/1, 0.02f, n);
+  const std::span<const uint16_t> part(weights);
+
+  absl::StatusOr<codec::EncodedUnit> encoded;
+  const double encode_s = MedianSeconds(std::max<int>(1, *runs / 2), [&] {
+    encoded = codec::EncodeUnit(std::span(&part, 1));
+  });
+  if (!encoded.ok()) return Fail("bench", encoded.status());
+  absl::StatusOr<codec::Unit> unit = codec::Unit::Validate(encoded->tensors(), "bench");
+  if (!unit.ok()) return Fail("bench", unit.status());
+
+  std::vector<uint16_t> out(n);
+  codec::ThreadPool pool(static_cast<int>(*threads));
+  // Correctness once, before any timing.
+  for (codec::ThreadPool* p : {static_cast<codec::ThreadPool*>(nullptr), &pool}) {
+    std::fill(out.begin(), out.end(), 0xFFFF);
+    if (absl::Status s = codec::DecodeParallel(*unit, out, p); !s.ok()) return Fail("bench", s);
+    if (out != weights) return Fail("bench", absl::InternalError("decoded weights differ"));
+  }
+  if (absl::Status s = codec::DecodeReference(*unit, out); !s.ok() || out != weights) {
+    return Fail("bench", s.ok() ? absl::InternalError("reference decode differs") : s);
+  }
+  absl::Status status;
+  const double decode1_s = MedianSeconds(*runs, [&] {
+    status.Update(codec::DecodeParallel(*unit, out, nullptr));
+  });
+  const double decode_all_s = MedianSeconds(*runs, [&] {
+    status.Update(codec::DecodeParallel(*unit, out, &pool));
+  });
+  const double reference_s = MedianSeconds(std::max<int>(1, *runs / 3), [&] {
+    status.Update(codec::DecodeReference(*unit, out));
+  });
+  if (!status.ok()) return Fail("bench", status);
+  std::vector<uint16_t> copy(n);
+  const double memcpy_s = MedianSeconds(*runs, [&] {
+    std::memcpy(copy.data(), weights.data(), 2 * n);
+  });
+
+  const double bytes = 2.0 * n;
+  const double encode_mbps = bytes / encode_s / 1e6;
+  const double decode1 = bytes / decode1_s / 1e9;
+  const double decode_all = bytes / decode_all_s / 1e9;
+  const double reference = bytes / reference_s / 1e9;
+  const double memcpy_gbps = bytes / memcpy_s / 1e9;
+  const double bits = 8.0 * encoded->stored_bytes() / n;
+  if (json) {
+    std::printf(
+        "{\"encode_mbps_per_thread\": %.1f, \"decode_gbps_per_thread\": %.3f, "
+        "\"decode_gbps_all_threads\": %.3f, \"memcpy_gbps\": %.3f, \"bits_per_weight\": %.4f, "
+        "\"threads\": %lld, \"decode_reference_gbps\": %.3f, \"thread_scaling\": %.3f, "
+        "\"mb\": %lld, \"max_code_length\": %d}\n",
+        encode_mbps, decode1, decode_all, memcpy_gbps, bits, static_cast<long long>(*threads),
+        reference, decode_all / decode1, static_cast<long long>(*mb), encoded->max_code_length);
+  } else {
+    std::printf("weights            %zu (%.0f MB of BF16), %.4f bits/weight stored (%.2f%%)\n", n,
+                bytes / 1e6, bits, 100 * bits / 16);
+    std::printf("encode, 1 thread   %8.1f MB/s\n", encode_mbps);
+    std::printf("decode, 1 thread   %8.3f GB/s\n", decode1);
+    std::printf("decode, %lld threads %8.3f GB/s (%.2fx)\n", static_cast<long long>(*threads),
+                decode_all, decode_all / decode1);
+    std::printf("reference decoder  %8.3f GB/s\n", reference);
+    std::printf("memcpy             %8.3f GB/s\n", memcpy_gbps);
+  }
+  return kExitOk;
+}
+
+}  // namespace df11::tool

@@ -1,0 +1,21 @@
+// The df11 subcommands. Each takes the arguments after its name and returns an exit code
+// (tools/df11/cli.h).
+#ifndef DF11_TOOLS_DF11_COMMANDS_H_
+#define DF11_TOOLS_DF11_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace df11::tool {
+
+int RunCompress(const std::vector<std::string>& args);
+int RunDecompress(const std::vector<std::string>& args);
+int RunVerify(const std::vector<std::string>& args);
+int RunInspect(const std::vector<std::string>& args);
+int RunBench(const std::vector<std::string>& args);
+int RunSynth(const std::vector<std::string>& args);
+int RunDemo(const std::vector<std::string>& args);
+
+}  // namespace df11::tool
+
+#endif  // DF11_TOOLS_DF11_COMMANDS_H_

@@ -1,0 +1,50 @@
+// df11: compress, decompress, verify, inspect and benchmark DFloat11 models.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/df11/cli.h"
+#include "tools/df11/commands.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(df11: lossless DFloat11 (DF11) compression of BF16 language models
+
+Usage: df11 COMMAND [ARGS...]    (df11 COMMAND --help for details)
+
+Commands:
+  compress SRC_DIR DST_DIR      compress a Hugging Face BF16 model into the official DF11 layout
+  decompress DF11_DIR DST_DIR   decode a DF11 model back to BF16 safetensors
+  verify DF11_DIR [--against SRC_DIR]
+                                decode everything, check the structure, compare with the source
+  inspect PATH                  per-unit sizes, bits per weight, code lengths, LUT rows
+  bench [--mb N] [--threads N] [--json]
+                                encode/decode speed on synthetic LLM-like weights
+  synth DIR [options]           write a synthetic BF16 model (Qwen3, Qwen2 or Llama shapes)
+  demo [DIR]                    synth, compress, verify and inspect a small model
+
+Exit codes: 0 success, 1 failure, 2 bad command line, 3 verify found a difference.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace df11::tool;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? kExitUsage : kExitOk;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "compress") return RunCompress(args);
+  if (command == "decompress") return RunDecompress(args);
+  if (command == "verify") return RunVerify(args);
+  if (command == "inspect") return RunInspect(args);
+  if (command == "bench") return RunBench(args);
+  if (command == "synth") return RunSynth(args);
+  if (command == "demo") return RunDemo(args);
+  std::fprintf(stderr, "df11: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return kExitUsage;
+}
