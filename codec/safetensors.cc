@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <utility>
 
@@ -98,17 +99,32 @@ std::string ErrnoText(int err) {
 // `what` is the operation and path ("open /x"); maps the usual errno values to status codes.
 absl::Status ErrnoStatus(int err, std::string_view what) {
   std::string message = absl::StrCat(Sv(what), ": ", ErrnoText(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(message);
-    default:
-      return absl::InternalError(message);
+  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
+  return absl::InternalError(message);
+}
+
+int OpenRetryingEintr(const char* path, int flags, mode_t mode = 0) {
+  int fd;
+  do {
+    fd = ::open(path, flags | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+// Bytes of a tensor of `shape` (non-negative dims) and `dtype`, or nullopt if the element count
+// overflows int64 or the byte count overflows uint64.
+std::optional<uint64_t> ShapeBytes(const std::vector<int64_t>& shape, DType dtype) {
+  uint64_t elements = 1;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements)) return std::nullopt;
   }
+  uint64_t bytes;
+  if (elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+      __builtin_mul_overflow(elements, DTypeSize(dtype), &bytes)) {
+    return std::nullopt;
+  }
+  return bytes;
 }
 
 // Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no surrogates, at most
@@ -344,8 +360,6 @@ absl::StatusOr<ParsedEntry> ParseEntry(std::string_view source, const std::strin
     return absl::DataLossError(absl::StrCat(where, ": shape is a JSON ", shape.type_name(),
                                             ", not an array"));
   }
-  uint64_t elements = 1;
-  bool overflow = false;
   out.shape.reserve(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     const Json& dim = shape[i];
@@ -354,35 +368,34 @@ absl::StatusOr<ParsedEntry> ParseEntry(std::string_view source, const std::strin
                                               dim.get<int64_t>(), ")"));
     }
     std::optional<uint64_t> d = NonNegativeInteger(dim);
-    if (!d.has_value()) {
-      return absl::DataLossError(
-          absl::StrCat(where, ": shape dimension ", i, " is not an integer: ", dim.dump()));
+    if (!d.has_value()) {  // type only: printing the value could print a 100 MB string
+      return absl::DataLossError(absl::StrCat(where, ": shape dimension ", i, " is a JSON ",
+                                              dim.type_name(), ", not an integer"));
     }
     if (*d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return absl::DataLossError(
           absl::StrCat(where, ": shape dimension ", i, " (", *d, ") does not fit int64"));
     }
     out.shape.push_back(static_cast<int64_t>(*d));
-    overflow |= __builtin_mul_overflow(elements, *d, &elements);
   }
-  uint64_t nbytes = 0;
-  overflow |= elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  overflow |= __builtin_mul_overflow(elements, DTypeSize(out.dtype), &nbytes);
-  if (overflow) {
+  const std::optional<uint64_t> nbytes = ShapeBytes(out.shape, out.dtype);
+  if (!nbytes.has_value()) {
     return absl::DataLossError(absl::StrCat(where, ": shape [", absl::StrJoin(out.shape, ","),
                                             "] overflows the element or byte count"));
   }
 
   const Json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2) {
-    return absl::DataLossError(absl::StrCat(where, ": data_offsets is ", offsets.dump(),
+    return absl::DataLossError(absl::StrCat(where, ": data_offsets is a JSON ",
+                                            offsets.type_name(), " of size ", offsets.size(),
                                             ", not an array of two integers"));
   }
   std::optional<uint64_t> begin = NonNegativeInteger(offsets[0]);
   std::optional<uint64_t> end = NonNegativeInteger(offsets[1]);
   if (!begin.has_value() || !end.has_value()) {
-    return absl::DataLossError(absl::StrCat(where, ": data_offsets ", offsets.dump(),
-                                            " are not two non-negative integers"));
+    return absl::DataLossError(absl::StrCat(where, ": data_offsets (JSON ",
+                                            offsets[0].type_name(), ", ", offsets[1].type_name(),
+                                            ") are not two non-negative integers"));
   }
   out.begin = *begin;
   out.end = *end;
@@ -395,10 +408,10 @@ absl::StatusOr<ParsedEntry> ParseEntry(std::string_view source, const std::strin
                                             "] end beyond the ", data_size,
                                             "-byte data section"));
   }
-  if (out.end - out.begin != nbytes) {
+  if (out.end - out.begin != *nbytes) {
     return absl::DataLossError(absl::StrCat(
         where, ": size mismatch: shape [", absl::StrJoin(out.shape, ","), "] x ",
-        Sv(DTypeName(out.dtype)), " (", DTypeSize(out.dtype), " bytes) = ", nbytes,
+        Sv(DTypeName(out.dtype)), " (", DTypeSize(out.dtype), " bytes) = ", *nbytes,
         " bytes, data_offsets [", out.begin, ", ", out.end, "] span ", out.end - out.begin));
   }
   return out;
@@ -458,10 +471,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = defaul
 SafetensorsFile::~SafetensorsFile() = default;
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
+  const int fd = OpenRetryingEintr(path.c_str(), O_RDONLY);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -607,26 +617,21 @@ absl::Status SafetensorsWriter::Add(std::string name, DType dtype, std::vector<i
   if (names_.contains(name)) {
     return absl::InvalidArgumentError(absl::StrCat("duplicate tensor name ", Quote(name)));
   }
-  uint64_t elements = 1;
-  bool overflow = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
       return absl::InvalidArgumentError(absl::StrCat("tensor ", Quote(name), ": dimension ", i,
                                                      " is negative (", shape[i], ")"));
     }
-    overflow |= __builtin_mul_overflow(elements, static_cast<uint64_t>(shape[i]), &elements);
   }
-  uint64_t nbytes = 0;
-  overflow |= elements > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  overflow |= __builtin_mul_overflow(elements, DTypeSize(dtype), &nbytes);
-  if (overflow) {
+  const std::optional<uint64_t> nbytes = ShapeBytes(shape, dtype);
+  if (!nbytes.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat("tensor ", Quote(name), ": shape [",
                                                    absl::StrJoin(shape, ","), "] overflows"));
   }
-  if (nbytes != data.size()) {
+  if (*nbytes != data.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tensor ", Quote(name), ": shape [", absl::StrJoin(shape, ","), "] x ", Sv(DTypeName(dtype)),
-        " needs ", nbytes, " bytes, data has ", data.size()));
+        "tensor ", Quote(name), ": shape [", absl::StrJoin(shape, ","), "] x ",
+        Sv(DTypeName(dtype)), " needs ", *nbytes, " bytes, data has ", data.size()));
   }
   names_.insert(name);
   entries_.push_back(Entry{std::move(name), dtype, std::move(shape), data});
@@ -676,13 +681,21 @@ std::string SafetensorsWriter::HeaderJson(const std::vector<const Entry*>& sorte
   return json;
 }
 
+namespace {
+
+// The 8-byte little-endian length of `header`, then `header`.
+std::string LengthPrefixed(const std::string& header) {
+  std::string out;
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(header.size() >> (8 * i)));
+  return out + header;
+}
+
+}  // namespace
+
 std::string SafetensorsWriter::Serialize() const {
   const std::vector<const Entry*> sorted = SortedEntries();
-  const std::string header = HeaderJson(sorted);
-  std::string out;
+  std::string out = LengthPrefixed(HeaderJson(sorted));
   out.reserve(SerializedSize());
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(header.size() >> (8 * i)));
-  out.append(header);
   for (const Entry* e : sorted) {
     out.append(reinterpret_cast<const char*>(e->data.data()), e->data.size());
   }
@@ -717,17 +730,9 @@ absl::Status WriteAll(int fd, const void* data, size_t size, const std::string& 
 
 absl::Status SafetensorsWriter::WriteFile(const std::string& path) const {
   const std::vector<const Entry*> sorted = SortedEntries();
-  std::string head;
-  {
-    const std::string header = HeaderJson(sorted);
-    for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>(header.size() >> (8 * i)));
-    head.append(header);
-  }
+  const std::string head = LengthPrefixed(HeaderJson(sorted));
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  int fd;
-  do {
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
+  const int fd = OpenRetryingEintr(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("create ", tmp));
 
   absl::Status status = WriteAll(fd, head.data(), head.size(), tmp);
@@ -783,32 +788,20 @@ absl::StatusOr<std::vector<std::string>> ListSafetensors(const std::string& dir)
   return names;
 }
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
-  std::string out;
-  char buf[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, absl::StrCat("read ", path));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (out.size() > kMaxIndexBytes) {
-      ::close(fd);
-      return absl::DataLossError(
-          absl::StrCat(path, ": larger than the ", kMaxIndexBytes, "-byte limit for an index"));
-    }
+absl::StatusOr<std::string> ReadIndexFile(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return ErrnoStatus(ec.value(), absl::StrCat("stat ", path));
+  if (size > kMaxIndexBytes) {
+    return absl::DataLossError(absl::StrCat(path, ": ", size, " bytes, larger than the ",
+                                            kMaxIndexBytes, "-byte limit for an index"));
   }
-  ::close(fd);
-  return out;
+  std::ifstream in(path, std::ios::binary);  // no exceptions: failbit only
+  std::string text(size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
+    return absl::InternalError(absl::StrCat("read ", path, ": failed"));
+  }
+  return text;
 }
 
 // A shard name from an index must stay inside the checkpoint directory.
@@ -832,7 +825,7 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir, bool all_fil
   std::vector<std::string> names;
   const std::string index_path = join(kIndexFileName);
   if (!all_files && fs::exists(index_path, ec)) {
-    DF11_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(index_path));
+    DF11_ASSIGN_OR_RETURN(std::string text, ReadIndexFile(index_path));
     DF11_ASSIGN_OR_RETURN(Json index, ParseStrictJson(text, index_path));
     if (!index.is_object() || !index.contains("weight_map") ||
         !index["weight_map"].is_object()) {
