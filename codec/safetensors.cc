@@ -56,12 +56,11 @@ struct DTypeInfo {
 
 // In enum order, so kDTypes[static_cast<int>(d)].dtype == d.
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kBool, "BOOL", 1},       {DType::kU8, "U8", 1},     {DType::kI8, "I8", 1},
-    {DType::kF8_E5M2, "F8_E5M2", 1}, {DType::kF8_E4M3, "F8_E4M3", 1},
-    {DType::kI16, "I16", 2},         {DType::kU16, "U16", 2},   {DType::kF16, "F16", 2},
-    {DType::kBF16, "BF16", 2},       {DType::kI32, "I32", 4},   {DType::kU32, "U32", 4},
-    {DType::kF32, "F32", 4},         {DType::kF64, "F64", 8},   {DType::kI64, "I64", 8},
-    {DType::kU64, "U64", 8},
+    {DType::kBool, "BOOL", 1},       {DType::kU8, "U8", 1},           {DType::kI8, "I8", 1},
+    {DType::kF8_E5M2, "F8_E5M2", 1}, {DType::kF8_E4M3, "F8_E4M3", 1}, {DType::kI16, "I16", 2},
+    {DType::kU16, "U16", 2},         {DType::kF16, "F16", 2},         {DType::kBF16, "BF16", 2},
+    {DType::kI32, "I32", 4},         {DType::kU32, "U32", 4},         {DType::kF32, "F32", 4},
+    {DType::kF64, "F64", 8},         {DType::kI64, "I64", 8},         {DType::kU64, "U64", 8},
 };
 
 // Debian's Abseil 20220623 is built with its own absl::string_view (ABSL_OPTION_USE_STD_STRING_VIEW
@@ -92,8 +91,7 @@ std::string Quote(std::string_view s) {
 }
 std::string ErrnoText(int err) {
   char buf[256] = {};
-  return absl::StrCat(StrErrorResult(strerror_r(err, buf, sizeof(buf)), buf), " (errno ", err,
-                      ")");
+  return absl::StrCat(StrErrorResult(strerror_r(err, buf, sizeof(buf)), buf), " (errno ", err, ")");
 }
 
 // `what` is the operation and path ("open /x"); maps the usual errno values to status codes.
@@ -127,83 +125,22 @@ std::optional<uint64_t> ShapeBytes(const std::vector<int64_t>& shape, DType dtyp
   return bytes;
 }
 
-// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no surrogates, at most
-// U+10FFFF), or 0 if it is malformed. Serde (and so the reference) only handles valid UTF-8.
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (s.size() - i < len) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return len;
+// `s` as a JSON string literal. With ensure_ascii=false nlohmann escapes exactly as serde_json's
+// compact formatter (checked against both sources): '"' and '\\' backslashed; \b \t \n \f \r;
+// other bytes below 0x20 as \u00xx in lowercase hex; DEL and non-ASCII verbatim. Malformed UTF-8
+// (which serde cannot hold) becomes U+FFFD.
+std::string JsonString(const std::string& s) {
+  return Json(s).dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
-bool IsValidUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t len = Utf8SequenceLength(s, i);
-    if (len == 0) return false;
-    i += len;
+// Well-formed UTF-8 (no overlongs, no surrogates), as Rust and Python strings are.
+bool IsValidUtf8(const std::string& s) {
+  try {
+    (void)Json(s).dump();  // error_handler_t::strict throws type_error 316 on malformed UTF-8
+    return true;
+  } catch (const Json::type_error&) {
+    return false;
   }
-  return true;
-}
-
-// Appends `s` as a JSON string exactly as serde_json's compact formatter does: '"' and '\\'
-// backslashed; \b \t \n \f \r short forms; other bytes below 0x20 as \u00xx with lowercase hex;
-// everything else (DEL and non-ASCII included) verbatim. Malformed UTF-8 becomes U+FFFD.
-void AppendJsonString(std::string* out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const size_t len = Utf8SequenceLength(s, i);
-      if (len == 0) {
-        out->append("\xEF\xBF\xBD");
-        ++i;
-      } else {
-        out->append(s.substr(i, len));
-        i += len;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\b': out->append("\\b"); break;
-      case '\t': out->append("\\t"); break;
-      case '\n': out->append("\\n"); break;
-      case '\f': out->append("\\f"); break;
-      case '\r': out->append("\\r"); break;
-      default:
-        if (c < 0x20) {
-          out->append("\\u00");
-          out->push_back(kHex[c >> 4]);
-          out->push_back(kHex[c & 0xF]);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-    ++i;
-  }
-  out->push_back('"');
 }
 
 // nlohmann SAX handler that builds the DOM like json::parse, but fails on duplicate keys (the DOM
@@ -246,6 +183,10 @@ class StrictJsonBuilder {
   }
 
  private:
+  bool Put(Json v) {
+    Store(std::move(v));
+    return true;
+  }
   // Stores `v` where the parser is and returns its address.
   Json* Store(Json v) {
     if (stack_.empty()) {
@@ -259,10 +200,6 @@ class StrictJsonBuilder {
     }
     *slot_ = std::move(v);
     return slot_;
-  }
-  bool Put(Json v) {
-    Store(std::move(v));
-    return true;
   }
   bool Open(Json container) {
     if (stack_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
@@ -289,8 +226,7 @@ absl::StatusOr<Json> ParseStrictJson(std::string_view text, std::string_view wha
   // nlohmann's lexer takes a raw NUL for the end of input, so "{}\0junk" would parse. Valid JSON
   // never holds a raw NUL (inside strings it must be escaped).
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
-    return absl::DataLossError(
-        absl::StrCat(Sv(what), ": invalid JSON: NUL byte at offset ", nul));
+    return absl::DataLossError(absl::StrCat(Sv(what), ": invalid JSON: NUL byte at offset ", nul));
   }
   StrictJsonBuilder builder;
   bool ok = false;
@@ -327,8 +263,8 @@ absl::StatusOr<ParsedEntry> ParseEntry(std::string_view source, const std::strin
                                        const Json& entry, uint64_t data_size) {
   const std::string where = absl::StrCat(Sv(source), ": tensor ", Quote(name));
   if (!entry.is_object()) {
-    return absl::DataLossError(absl::StrCat(where, ": entry is a JSON ", entry.type_name(),
-                                            ", not an object"));
+    return absl::DataLossError(
+        absl::StrCat(where, ": entry is a JSON ", entry.type_name(), ", not an object"));
   }
   for (const auto& [key, value] : entry.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
@@ -345,27 +281,27 @@ absl::StatusOr<ParsedEntry> ParseEntry(std::string_view source, const std::strin
 
   const Json& dtype = entry["dtype"];
   if (!dtype.is_string()) {
-    return absl::DataLossError(absl::StrCat(where, ": dtype is a JSON ", dtype.type_name(),
-                                            ", not a string"));
+    return absl::DataLossError(
+        absl::StrCat(where, ": dtype is a JSON ", dtype.type_name(), ", not a string"));
   }
   absl::StatusOr<DType> parsed_dtype = ParseDType(dtype.get_ref<const std::string&>());
   if (!parsed_dtype.ok()) {
-    return absl::DataLossError(absl::StrCat(
-        where, ": unknown dtype ", Quote(dtype.get_ref<const std::string&>())));
+    return absl::DataLossError(
+        absl::StrCat(where, ": unknown dtype ", Quote(dtype.get_ref<const std::string&>())));
   }
   out.dtype = *parsed_dtype;
 
   const Json& shape = entry["shape"];
   if (!shape.is_array()) {
-    return absl::DataLossError(absl::StrCat(where, ": shape is a JSON ", shape.type_name(),
-                                            ", not an array"));
+    return absl::DataLossError(
+        absl::StrCat(where, ": shape is a JSON ", shape.type_name(), ", not an array"));
   }
   out.shape.reserve(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
     const Json& dim = shape[i];
     if (dim.is_number_integer() && !dim.is_number_unsigned() && dim.get<int64_t>() < 0) {
-      return absl::DataLossError(absl::StrCat(where, ": shape dimension ", i, " is negative (",
-                                              dim.get<int64_t>(), ")"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": shape dimension ", i, " is negative (", dim.get<int64_t>(), ")"));
     }
     std::optional<uint64_t> d = NonNegativeInteger(dim);
     if (!d.has_value()) {  // type only: printing the value could print a 100 MB string
@@ -386,27 +322,26 @@ absl::StatusOr<ParsedEntry> ParseEntry(std::string_view source, const std::strin
 
   const Json& offsets = entry["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2) {
-    return absl::DataLossError(absl::StrCat(where, ": data_offsets is a JSON ",
-                                            offsets.type_name(), " of size ", offsets.size(),
+    return absl::DataLossError(absl::StrCat(where, ": data_offsets is a JSON ", offsets.type_name(),
+                                            " of size ", offsets.size(),
                                             ", not an array of two integers"));
   }
   std::optional<uint64_t> begin = NonNegativeInteger(offsets[0]);
   std::optional<uint64_t> end = NonNegativeInteger(offsets[1]);
   if (!begin.has_value() || !end.has_value()) {
-    return absl::DataLossError(absl::StrCat(where, ": data_offsets (JSON ",
-                                            offsets[0].type_name(), ", ", offsets[1].type_name(),
+    return absl::DataLossError(absl::StrCat(where, ": data_offsets (JSON ", offsets[0].type_name(),
+                                            ", ", offsets[1].type_name(),
                                             ") are not two non-negative integers"));
   }
   out.begin = *begin;
   out.end = *end;
   if (out.begin > out.end) {
-    return absl::DataLossError(absl::StrCat(where, ": data_offsets begin ", out.begin,
-                                            " > end ", out.end));
+    return absl::DataLossError(
+        absl::StrCat(where, ": data_offsets begin ", out.begin, " > end ", out.end));
   }
   if (out.end > data_size) {
     return absl::DataLossError(absl::StrCat(where, ": data_offsets [", out.begin, ", ", out.end,
-                                            "] end beyond the ", data_size,
-                                            "-byte data section"));
+                                            "] end beyond the ", data_size, "-byte data section"));
   }
   if (out.end - out.begin != *nbytes) {
     return absl::DataLossError(absl::StrCat(
@@ -426,8 +361,8 @@ absl::StatusOr<std::map<std::string, std::string>> ParseMetadata(std::string_vie
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : metadata.items()) {
     if (!value.is_string()) {
-      return absl::DataLossError(absl::StrCat(Sv(source), ": __metadata__ value for key ", Quote(key),
-                                              " is a JSON ", value.type_name(),
+      return absl::DataLossError(absl::StrCat(Sv(source), ": __metadata__ value for key ",
+                                              Quote(key), " is a JSON ", value.type_name(),
                                               ", not a string"));
     }
     out.emplace(key, value.get<std::string>());
@@ -473,14 +408,13 @@ SafetensorsFile::~SafetensorsFile() = default;
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   const int fd = OpenRetryingEintr(path.c_str(), O_RDONLY);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
+  // Closed on every return (after the return value, errno included, is computed); a mapping
+  // keeps the file referenced by itself.
+  const std::unique_ptr<const int, void (*)(const int*)> closer(&fd,
+                                                                [](const int* f) { ::close(*f); });
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus(err, absl::StrCat("fstat ", path));
-  }
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, absl::StrCat("fstat ", path));
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
     return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
   }
   const auto size = static_cast<size_t>(st.st_size);
@@ -488,15 +422,10 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   std::span<const std::byte> bytes;
   if (size > 0) {  // mmap rejects length 0; an empty file fails validation below
     void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      return ErrnoStatus(err, absl::StrCat("mmap ", path));
-    }
+    if (addr == MAP_FAILED) return ErrnoStatus(errno, absl::StrCat("mmap ", path));
     mapping = std::make_unique<Mapping>(addr, size);
     bytes = std::span<const std::byte>(static_cast<const std::byte*>(addr), size);
   }
-  ::close(fd);  // the mapping keeps the file referenced
   DF11_ASSIGN_OR_RETURN(SafetensorsFile file, Parse(bytes, path));
   file.mapping_ = std::move(mapping);
   return file;
@@ -518,20 +447,16 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::span<const std::byte
                                             kMaxSafetensorsHeaderBytes, " bytes"));
   }
   if (n > file_size - kLengthFieldBytes) {
-    return absl::DataLossError(absl::StrCat(src, ": header length ", n,
-                                            " runs beyond the end of the ", file_size,
-                                            "-byte file"));
+    return absl::DataLossError(absl::StrCat(
+        src, ": header length ", n, " runs beyond the end of the ", file_size, "-byte file"));
   }
-  const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + kLengthFieldBytes,
-                                n);
+  const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + kLengthFieldBytes, n);
   if (header.empty() || header.front() != '{') {
-    return absl::DataLossError(absl::StrCat(src, ": header (", n,
-                                            " bytes) does not start with '{'"));
+    return absl::DataLossError(
+        absl::StrCat(src, ": header (", n, " bytes) does not start with '{'"));
   }
+  // Starting with '{', a successful parse is an object.
   DF11_ASSIGN_OR_RETURN(Json doc, ParseStrictJson(header, absl::StrCat(src, ": header")));
-  if (!doc.is_object()) {  // unreachable after the '{' check; kept for clarity
-    return absl::DataLossError(absl::StrCat(src, ": header is not a JSON object"));
-  }
 
   const uint64_t data_start = kLengthFieldBytes + n;
   const uint64_t data_size = file_size - data_start;
@@ -559,13 +484,13 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::span<const std::byte
     if (e.begin < pos) {
       DF11_CHECK(covering != nullptr);
       return absl::DataLossError(absl::StrFormat(
-          "%s: tensor %s at [%d, %d) overlaps tensor %s at [%d, %d)", src, Quote(e.name),
-          e.begin, e.end, Quote(covering->name), covering->begin, covering->end));
+          "%s: tensor %s at [%d, %d) overlaps tensor %s at [%d, %d)", src, Quote(e.name), e.begin,
+          e.end, Quote(covering->name), covering->begin, covering->end));
     }
     if (e.begin > pos) {
       return absl::DataLossError(absl::StrFormat(
-          "%s: hole: data section bytes [%d, %d) belong to no tensor (next is tensor %s)", src,
-          pos, e.begin, Quote(e.name)));
+          "%s: hole: data section bytes [%d, %d) belong to no tensor (next is tensor %s)", src, pos,
+          e.begin, Quote(e.name)));
     }
     if (e.end > pos) {
       pos = e.end;
@@ -573,25 +498,23 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::span<const std::byte
     }
   }
   if (pos != data_size) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s: %d trailing bytes: tensors end at %d of the %d-byte data section", src,
-        data_size - pos, pos, data_size));
+    return absl::DataLossError(
+        absl::StrFormat("%s: %d trailing bytes: tensors end at %d of the %d-byte data section", src,
+                        data_size - pos, pos, data_size));
   }
 
   file.bytes_ = bytes;
   file.path_ = std::move(source_name);
   file.tensors_.reserve(entries.size());
   for (ParsedEntry& e : entries) {
-    file.tensors_.push_back(TensorView{
-        std::move(e.name), e.dtype, std::move(e.shape),
-        bytes.subspan(static_cast<size_t>(data_start + e.begin),
-                      static_cast<size_t>(e.end - e.begin))});
+    file.tensors_.push_back(TensorView{std::move(e.name), e.dtype, std::move(e.shape),
+                                       bytes.subspan(static_cast<size_t>(data_start + e.begin),
+                                                     static_cast<size_t>(e.end - e.begin))});
   }
   file.by_name_.resize(file.tensors_.size());
   for (size_t i = 0; i < file.by_name_.size(); ++i) file.by_name_[i] = i;
-  std::sort(file.by_name_.begin(), file.by_name_.end(), [&file](size_t a, size_t b) {
-    return file.tensors_[a].name < file.tensors_[b].name;
-  });
+  std::sort(file.by_name_.begin(), file.by_name_.end(),
+            [&file](size_t a, size_t b) { return file.tensors_[a].name < file.tensors_[b].name; });
   return file;
 }
 
@@ -611,16 +534,16 @@ absl::Status SafetensorsWriter::Add(std::string name, DType dtype, std::vector<i
     return absl::InvalidArgumentError("tensor name '__metadata__' is reserved");
   }
   if (!IsValidUtf8(name)) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor name ", Quote(name),
-                                                   " is not valid UTF-8"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor name ", Quote(name), " is not valid UTF-8"));
   }
   if (names_.contains(name)) {
     return absl::InvalidArgumentError(absl::StrCat("duplicate tensor name ", Quote(name)));
   }
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor ", Quote(name), ": dimension ", i,
-                                                     " is negative (", shape[i], ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", Quote(name), ": dimension ", i, " is negative (", shape[i], ")"));
     }
   }
   const std::optional<uint64_t> nbytes = ShapeBytes(shape, dtype);
@@ -629,9 +552,9 @@ absl::Status SafetensorsWriter::Add(std::string name, DType dtype, std::vector<i
                                                    absl::StrJoin(shape, ","), "] overflows"));
   }
   if (*nbytes != data.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor ", Quote(name), ": shape [", absl::StrJoin(shape, ","), "] x ",
-        Sv(DTypeName(dtype)), " needs ", *nbytes, " bytes, data has ", data.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", Quote(name), ": shape [", absl::StrJoin(shape, ","), "] x ",
+                     Sv(DTypeName(dtype)), " needs ", *nbytes, " bytes, data has ", data.size()));
   }
   names_.insert(name);
   entries_.push_back(Entry{std::move(name), dtype, std::move(shape), data});
@@ -659,9 +582,7 @@ std::string SafetensorsWriter::HeaderJson(const std::vector<const Entry*>& sorte
     for (const auto& [key, value] : metadata_) {
       if (!first) json.push_back(',');
       first = false;
-      AppendJsonString(&json, key);
-      json.push_back(':');
-      AppendJsonString(&json, value);
+      absl::StrAppend(&json, JsonString(key), ":", JsonString(value));
     }
     json.push_back('}');
     first = false;
@@ -670,10 +591,9 @@ std::string SafetensorsWriter::HeaderJson(const std::vector<const Entry*>& sorte
   for (const Entry* e : sorted) {
     if (!first) json.push_back(',');
     first = false;
-    AppendJsonString(&json, e->name);
-    absl::StrAppend(&json, ":{\"dtype\":\"", Sv(DTypeName(e->dtype)), "\",\"shape\":[",
-                    absl::StrJoin(e->shape, ","), "],\"data_offsets\":[", offset, ",",
-                    offset + e->data.size(), "]}");
+    absl::StrAppend(&json, JsonString(e->name), ":{\"dtype\":\"", Sv(DTypeName(e->dtype)),
+                    "\",\"shape\":[", absl::StrJoin(e->shape, ","), "],\"data_offsets\":[", offset,
+                    ",", offset + e->data.size(), "]}");
     offset += e->data.size();
   }
   json.push_back('}');
@@ -827,8 +747,7 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir, bool all_fil
   if (!all_files && fs::exists(index_path, ec)) {
     DF11_ASSIGN_OR_RETURN(std::string text, ReadIndexFile(index_path));
     DF11_ASSIGN_OR_RETURN(Json index, ParseStrictJson(text, index_path));
-    if (!index.is_object() || !index.contains("weight_map") ||
-        !index["weight_map"].is_object()) {
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
       return absl::DataLossError(
           absl::StrCat(index_path, ": not a JSON object with a \"weight_map\" object"));
     }
@@ -865,8 +784,7 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir, bool all_fil
     absl::StatusOr<SafetensorsFile> file = SafetensorsFile::Open(join(name));
     if (!file.ok() && !weight_map.empty() && absl::IsNotFound(file.status())) {
       return absl::DataLossError(absl::StrCat(index_path, ": weight_map names ", Quote(name),
-                                              ", which does not exist: ",
-                                              file.status().message()));
+                                              ", which does not exist: ", file.status().message()));
     }
     if (!file.ok()) return file.status();
     ckpt.files_.push_back(*std::move(file));
@@ -879,21 +797,18 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir, bool all_fil
     for (const TensorView& t : file.tensors()) {
       auto [it, inserted] = ckpt.by_name_.emplace(t.name, &t);
       if (!inserted) {
-        const TensorView* other = it->second;
-        const SafetensorsFile* other_file = nullptr;
-        for (const SafetensorsFile& f : ckpt.files_) {
-          if (f.Find(t.name) == other) other_file = &f;
-        }
-        return absl::DataLossError(absl::StrCat(
-            dir, ": tensor ", Quote(t.name), " appears in both ",
-            other_file != nullptr ? other_file->path() : "?", " and ", file.path()));
+        const auto first = std::find_if(ckpt.files_.begin(), ckpt.files_.end(),
+                                        [&](const auto& f) { return f.Find(t.name) != nullptr; });
+        return absl::DataLossError(absl::StrCat(dir, ": tensor ", Quote(t.name),
+                                                " appears in both ", first->path(), " and ",
+                                                file.path()));
       }
     }
   }
   for (const auto& [tensor, file_name] : weight_map) {
     // files_[i] was opened from names[i], which is sorted.
-    const size_t i = static_cast<size_t>(
-        std::lower_bound(names.begin(), names.end(), file_name) - names.begin());
+    const size_t i = static_cast<size_t>(std::lower_bound(names.begin(), names.end(), file_name) -
+                                         names.begin());
     DF11_CHECK(i < names.size() && names[i] == file_name);
     if (ckpt.files_[i].Find(tensor) == nullptr) {
       return absl::DataLossError(absl::StrCat(index_path, ": weight_map maps tensor ",

@@ -27,7 +27,7 @@ using ::testing::ElementsAreArray;
 
 fs::path OfficialData() {
   const char* dir = std::getenv("DF11_TEST_DATA");
-  return fs::path(dir != nullptr ? dir : "tests/data") / "official";
+  return fs::path(dir != nullptr ? dir : DF11_SOURCE_DIR "/tests/data") / "official";
 }
 
 std::vector<uint8_t> Bytes(const TensorView& t) {

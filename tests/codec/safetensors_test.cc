@@ -149,8 +149,8 @@ class SafetensorsTest : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = fs::path(::testing::TempDir()) /
-           (std::string("safetensors_test_") + info->test_suite_name() + "_" + info->name() +
-            "_" + std::to_string(::getpid()));
+           (std::string("safetensors_test_") + info->test_suite_name() + "_" + info->name() + "_" +
+            std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -171,11 +171,13 @@ class SafetensorsTest : public ::testing::Test {
 
 TEST(DTypeTest, NamesAndSizesMatchSafetensors) {
   const std::vector<std::pair<DType, std::pair<std::string, size_t>>> expected = {
-      {DType::kBool, {"BOOL", 1}}, {DType::kU8, {"U8", 1}},     {DType::kI8, {"I8", 1}},
-      {DType::kF8_E5M2, {"F8_E5M2", 1}}, {DType::kF8_E4M3, {"F8_E4M3", 1}},
-      {DType::kI16, {"I16", 2}},   {DType::kU16, {"U16", 2}},   {DType::kF16, {"F16", 2}},
-      {DType::kBF16, {"BF16", 2}}, {DType::kI32, {"I32", 4}},   {DType::kU32, {"U32", 4}},
-      {DType::kF32, {"F32", 4}},   {DType::kF64, {"F64", 8}},   {DType::kI64, {"I64", 8}},
+      {DType::kBool, {"BOOL", 1}},       {DType::kU8, {"U8", 1}},
+      {DType::kI8, {"I8", 1}},           {DType::kF8_E5M2, {"F8_E5M2", 1}},
+      {DType::kF8_E4M3, {"F8_E4M3", 1}}, {DType::kI16, {"I16", 2}},
+      {DType::kU16, {"U16", 2}},         {DType::kF16, {"F16", 2}},
+      {DType::kBF16, {"BF16", 2}},       {DType::kI32, {"I32", 4}},
+      {DType::kU32, {"U32", 4}},         {DType::kF32, {"F32", 4}},
+      {DType::kF64, {"F64", 8}},         {DType::kI64, {"I64", 8}},
       {DType::kU64, {"U64", 8}}};
   for (const auto& [dtype, name_size] : expected) {
     EXPECT_EQ(DTypeName(dtype), name_size.first);
@@ -291,7 +293,8 @@ TEST_F(SafetensorsTest, RoundTripPreservesTensorsAndMetadata) {
   EXPECT_EQ(f.path(), path);
   EXPECT_EQ(f.file_size(), w.SerializedSize());
   EXPECT_EQ(f.file_size(), fs::file_size(path));
-  EXPECT_THAT(f.metadata(), ElementsAre(Pair("dfloat11_config", "{\"a\": 1}"), Pair("format", "pt")));
+  EXPECT_THAT(f.metadata(),
+              ElementsAre(Pair("dfloat11_config", "{\"a\": 1}"), Pair("format", "pt")));
   // Written F32, I32, BF16, BOOL (descending dtype); the zero-size F32 tensor and "ids" share
   // offset 0 and the reader puts the zero-size one first.
   std::vector<std::string> names;
@@ -346,8 +349,7 @@ TEST_F(SafetensorsTest, WriteFileIntoMissingDirectoryIsNotFound) {
 
 TEST_F(SafetensorsTest, OpenMissingPathIsNotFound) {
   const std::string path = PathOf("absent.safetensors");
-  EXPECT_THAT(SafetensorsFile::Open(path),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr(path)));
+  EXPECT_THAT(SafetensorsFile::Open(path), StatusIs(absl::StatusCode::kNotFound, HasSubstr(path)));
 }
 
 TEST_F(SafetensorsTest, OpenDirectoryIsFailedPrecondition) {
@@ -409,10 +411,9 @@ TEST(SafetensorsParseTest, DuplicateKeyIsDataLoss) {
   const std::string t = R"({"dtype":"U8","shape":[1],"data_offsets":[0,1]})";
   EXPECT_THAT(ParseStatus(RawFile("{\"a\":" + t + ",\"a\":" + t + "}", "x")),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("duplicate key 'a'")));
-  EXPECT_THAT(
-      ParseStatus(RawFile(R"({"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}})",
-                          "x")),
-      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("duplicate key 'dtype'")));
+  EXPECT_THAT(ParseStatus(RawFile(
+                  R"({"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}})", "x")),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("duplicate key 'dtype'")));
 }
 
 TEST(SafetensorsParseTest, DeepNestingIsDataLoss) {
@@ -422,8 +423,7 @@ TEST(SafetensorsParseTest, DeepNestingIsDataLoss) {
 }
 
 TEST(SafetensorsParseTest, UnknownDtypeIsDataLoss) {
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}})",
-                                  "x")),
+  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}})", "x")),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("tensor 'w': unknown dtype 'F4'")));
 }
 
@@ -434,53 +434,51 @@ TEST(SafetensorsParseTest, NegativeDimIsDataLoss) {
 }
 
 TEST(SafetensorsParseTest, NonIntegerDimIsDataLoss) {
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[2.0],"data_offsets":[0,2]}})",
-                                  "xx")),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("dimension 0 is not an integer")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[2.0],"data_offsets":[0,2]}})", "xx")),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("dimension 0 is not an integer")));
   EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[18446744073709551615],)"
                                   R"("data_offsets":[0,0]}})")),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("does not fit int64")));
 }
 
 TEST(SafetensorsParseTest, ShapeProductOverflowIsDataLoss) {
-  EXPECT_THAT(
-      ParseStatus(RawFile(
-          R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})")),
-      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("overflows")));
-  EXPECT_THAT(
-      ParseStatus(RawFile(R"({"w":{"dtype":"F64","shape":[4611686018427387904],)"
-                          R"("data_offsets":[0,0]}})")),
-      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("overflows")));
+  EXPECT_THAT(ParseStatus(RawFile(
+                  R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})")),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("overflows")));
+  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"F64","shape":[4611686018427387904],)"
+                                  R"("data_offsets":[0,0]}})")),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("overflows")));
 }
 
 TEST(SafetensorsParseTest, OffsetsOutOfRangeIsDataLoss) {
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})",
-                                  "xx")),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("tensor 'w': data_offsets [0, 4] end beyond the 2-byte data")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", "xx")),
+      StatusIs(absl::StatusCode::kDataLoss,
+               HasSubstr("tensor 'w': data_offsets [0, 4] end beyond the 2-byte data")));
 }
 
 TEST(SafetensorsParseTest, BeginAfterEndIsDataLoss) {
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[2,1]}})",
-                                  "xx")),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("begin 2 > end 1")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[2,1]}})", "xx")),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("begin 2 > end 1")));
 }
 
 TEST(SafetensorsParseTest, MalformedDataOffsetsIsDataLoss) {
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}})",
-                                  "x")),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not an array of two integers")));
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[-1,0]}})",
-                                  "x")),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not two non-negative integers")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}})", "x")),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not an array of two integers")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[-1,0]}})", "x")),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not two non-negative integers")));
 }
 
 TEST(SafetensorsParseTest, SizeMismatchIsDataLoss) {
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})",
-                                  "xxxx")),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("tensor 'w': size mismatch: shape [2] x F32 (4 bytes) = 8 "
-                                 "bytes, data_offsets [0, 4] span 4")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "xxxx")),
+      StatusIs(absl::StatusCode::kDataLoss,
+               HasSubstr("tensor 'w': size mismatch: shape [2] x F32 (4 bytes) = 8 "
+                         "bytes, data_offsets [0, 4] span 4")));
 }
 
 TEST(SafetensorsParseTest, OverlapIsDataLoss) {
@@ -507,10 +505,10 @@ TEST(SafetensorsParseTest, HoleIsDataLoss) {
 }
 
 TEST(SafetensorsParseTest, TrailingDataIsDataLoss) {
-  EXPECT_THAT(ParseStatus(RawFile(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})",
-                                  "xxxxx")),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("3 trailing bytes: tensors end at 2 of the 5-byte data")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", "xxxxx")),
+      StatusIs(absl::StatusCode::kDataLoss,
+               HasSubstr("3 trailing bytes: tensors end at 2 of the 5-byte data")));
   EXPECT_THAT(ParseStatus(RawFile("{}", "x")),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("1 trailing bytes")));
 }
@@ -537,10 +535,12 @@ TEST(SafetensorsParseTest, NonStringMetadataIsDataLoss) {
 }
 
 TEST(SafetensorsParseTest, MalformedEntryIsDataLoss) {
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":[1]})")),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("tensor 'w': entry is a JSON array")));
-  EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":1}})")),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("unexpected key 'x'")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"w":[1]})")),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("tensor 'w': entry is a JSON array")));
+  EXPECT_THAT(
+      ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":1}})")),
+      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("unexpected key 'x'")));
   EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","data_offsets":[0,0]}})")),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("missing key 'shape'")));
   EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":8,"shape":[0],"data_offsets":[0,0]}})")),
@@ -550,8 +550,8 @@ TEST(SafetensorsParseTest, MalformedEntryIsDataLoss) {
 }
 
 TEST_F(SafetensorsTest, ErrorsNameTheFile) {
-  const std::string path =
-      WriteRaw("bad.safetensors", RawFile(R"({"w":{"dtype":"X","shape":[],"data_offsets":[0,0]}})"));
+  const std::string path = WriteRaw(
+      "bad.safetensors", RawFile(R"({"w":{"dtype":"X","shape":[],"data_offsets":[0,0]}})"));
   EXPECT_THAT(SafetensorsFile::Open(path),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr(path + ": tensor 'w'")));
 }
@@ -622,9 +622,10 @@ TEST_F(CheckpointTest, IndexNamingMissingFileIsDataLoss) {
   WriteRaw("model.safetensors.index.json",
            R"({"weight_map":{"a":"model-00001-of-00002.safetensors",)"
            R"("b":"model-00002-of-00002.safetensors"}})");
-  EXPECT_THAT(Checkpoint::Open(dir_.string()),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       HasSubstr("names 'model-00002-of-00002.safetensors', which does not exist")));
+  EXPECT_THAT(
+      Checkpoint::Open(dir_.string()),
+      StatusIs(absl::StatusCode::kDataLoss,
+               HasSubstr("names 'model-00002-of-00002.safetensors', which does not exist")));
 }
 
 TEST_F(CheckpointTest, IndexMappingTensorTheShardLacksIsDataLoss) {

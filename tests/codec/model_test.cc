@@ -1,0 +1,233 @@
+// Model-level compression in the official layout: round trips through df11's own compressor and
+// decompressor, units kept in BF16, refused directories.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "codec/model.h"
+#include "codec/safetensors.h"
+#include "codec/synthetic.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/status_matchers.h"
+#include "tools/df11/synth.h"
+
+namespace df11::codec {
+namespace {
+
+namespace fs = std::filesystem;
+using ::df11::testing::StatusIs;
+using ::testing::HasSubstr;
+
+fs::path TempDir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("model_test_" + name);
+  fs::remove_all(p);
+  return p;
+}
+
+// Every tensor of `a` is in `b` with the same dtype, shape and bytes, and nothing else is.
+void ExpectSameCheckpoint(const fs::path& a_dir, const fs::path& b_dir) {
+  DF11_ASSERT_OK_AND_ASSIGN(Checkpoint a, Checkpoint::Open(a_dir.string()));
+  DF11_ASSERT_OK_AND_ASSIGN(Checkpoint b, Checkpoint::Open(b_dir.string()));
+  ASSERT_EQ(a.TensorNames(), b.TensorNames());
+  for (const std::string& name : a.TensorNames()) {
+    SCOPED_TRACE(name);
+    const TensorView* x = a.Find(name);
+    const TensorView* y = b.Find(name);
+    EXPECT_EQ(x->dtype, y->dtype);
+    EXPECT_EQ(x->shape, y->shape);
+    ASSERT_EQ(x->data.size(), y->data.size());
+    EXPECT_EQ(std::memcmp(x->data.data(), y->data.data(), x->data.size()), 0);
+  }
+}
+
+tool::SynthSpec SmallSpec(const std::string& arch) {
+  tool::SynthSpec spec;
+  spec.arch = arch;
+  spec.layers = 3;
+  spec.hidden = 128;
+  spec.intermediate = 384;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.vocab = 1000;
+  return spec;
+}
+
+struct RoundTripCase {
+  std::string arch;
+  bool tied;
+  bool shards;
+  size_t units;  // layers, plus lm_head and embed_tokens when untied
+};
+
+class RoundTripTest : public ::testing::TestWithParam<RoundTripCase> {};
+
+TEST_P(RoundTripTest, CompressThenDecompressGivesTheSourceTensors) {
+  const RoundTripCase& c = GetParam();
+  tool::SynthSpec spec = SmallSpec(c.arch);
+  spec.tied = c.tied;
+  spec.shards = c.shards;
+  const fs::path src = TempDir(c.arch + "_src"), df11 = TempDir(c.arch + "_df11"),
+                 out = TempDir(c.arch + "_out");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(src.string(), spec));
+  DF11_ASSERT_OK_AND_ASSIGN(CompressReport report, CompressModel(src.string(), df11.string(), {}));
+  EXPECT_EQ(report.units, static_cast<int>(c.units));
+  EXPECT_TRUE(report.kept_bf16.empty());
+  EXPECT_THAT(report.copied_files, ::testing::Contains("generation_config.json"));
+  EXPECT_TRUE(fs::exists(df11 / "model_layers_0.safetensors"));
+  EXPECT_EQ(fs::exists(df11 / "lm_head.safetensors"), !c.tied);
+
+  DF11_ASSERT_OK_AND_ASSIGN(Df11Model model, Df11Model::Open(df11.string()));
+  EXPECT_EQ(model.version(), "0.5.0");
+  ASSERT_EQ(model.units().size(), c.units);
+  DF11_ASSERT_OK_AND_ASSIGN(DecompressReport restored, DecompressModel(model, out.string(), {}));
+  EXPECT_EQ(restored.units, static_cast<int>(c.units));
+  ExpectSameCheckpoint(src, out);
+  std::ifstream config(out / "config.json");
+  EXPECT_FALSE(nlohmann::json::parse(config).contains("dfloat11_config"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, RoundTripTest,
+    ::testing::Values(RoundTripCase{"qwen3", false, true, 5}, RoundTripCase{"qwen3", true, false, 3},
+                      RoundTripCase{"qwen2", false, false, 5}, RoundTripCase{"llama", true, true, 3}),
+    [](const auto& info) {
+      return info.param.arch + (info.param.tied ? "_tied" : "") + (info.param.shards ? "_sharded" : "");
+    });
+
+TEST(CompressModelTest, UnitWithInfStaysBf16AndIsExcludedFromItsPattern) {
+  const fs::path src = TempDir("inf_src"), df11 = TempDir("inf_df11"), out = TempDir("inf_out");
+  tool::SynthSpec spec = SmallSpec("qwen3");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(src.string(), spec));
+  {
+    // Put an Inf into layer 1's q_proj (rewrite the file with one value changed).
+    DF11_ASSERT_OK_AND_ASSIGN(SafetensorsFile file,
+                              SafetensorsFile::Open((src / "model.safetensors").string()));
+    std::vector<std::vector<std::byte>> copies;
+    SafetensorsWriter writer;
+    for (const TensorView& t : file.tensors()) {
+      copies.emplace_back(t.data.begin(), t.data.end());
+      if (t.name == "model.layers.1.self_attn.q_proj.weight") {
+        const uint16_t inf = 0x7F80;
+        std::memcpy(copies.back().data() + 2 * 17, &inf, 2);
+      }
+      DF11_ASSERT_OK(writer.Add(t.name, t.dtype, t.shape, copies.back()));
+    }
+    DF11_ASSERT_OK(writer.WriteFile((src / "model.safetensors.new").string()));
+  }
+  fs::rename(src / "model.safetensors.new", src / "model.safetensors");
+
+  DF11_ASSERT_OK_AND_ASSIGN(CompressReport report, CompressModel(src.string(), df11.string(), {}));
+  ASSERT_EQ(report.kept_bf16.size(), 1u);
+  EXPECT_THAT(report.kept_bf16[0], HasSubstr("model.layers.1"));
+  EXPECT_THAT(report.kept_bf16[0], HasSubstr("exponent 255"));
+  EXPECT_FALSE(fs::exists(df11 / "model_layers_1.safetensors"));
+  DF11_ASSERT_OK_AND_ASSIGN(Df11Model model, Df11Model::Open(df11.string()));
+  EXPECT_EQ(model.units().size(), 4u);
+  EXPECT_THAT(model.pattern_dict().back().first, HasSubstr("model\\.layers\\.1"));
+  DF11_ASSERT_OK(DecompressModel(model, out.string(), {}).status());
+  ExpectSameCheckpoint(src, out);
+}
+
+TEST(CompressModelTest, UserPatternDictWorksForAnyArchitecture) {
+  const fs::path src = TempDir("user_src"), df11 = TempDir("user_df11"), out = TempDir("user_out");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(src.string(), SmallSpec("llama")));
+  // Make the architecture unknown: shapes must then come from the unit files' own metadata.
+  std::ifstream in(src / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config["architectures"] = {"MysteryForCausalLM"};
+  std::ofstream(src / "config.json") << config.dump();
+  EXPECT_THAT(CompressModel(src.string(), df11.string(), {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Qwen3ForCausalLM")));
+
+  CompressOptions options;
+  DF11_ASSERT_OK_AND_ASSIGN(
+      options.pattern_dict,
+      ParsePatternDict(R"({"model\\.layers\\.[0-9]+\\.mlp": ["gate_proj", "up_proj", "down_proj"]})"));
+  DF11_ASSERT_OK_AND_ASSIGN(CompressReport report, CompressModel(src.string(), df11.string(), options));
+  EXPECT_EQ(report.units, 3);
+  EXPECT_TRUE(fs::exists(df11 / "model_layers_2_mlp.safetensors"));
+  DF11_ASSERT_OK_AND_ASSIGN(Df11Model model, Df11Model::Open(df11.string()));
+  DF11_ASSERT_OK(DecompressModel(model, out.string(), {}).status());
+  ExpectSameCheckpoint(src, out);
+}
+
+TEST(CompressModelTest, RefusesBadInputs) {
+  const fs::path src = TempDir("bad_src"), dst = TempDir("bad_dst");
+  EXPECT_THAT(CompressModel(src.string(), dst.string(), {}), StatusIs(absl::StatusCode::kNotFound));
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(src.string(), SmallSpec("qwen3")));
+  EXPECT_THAT(ParsePatternDict(R"({"model\\.layers\\.(\\d+": []})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("regular expression")));
+  EXPECT_THAT(ParsePatternDict(R"(["not", "an", "object"])"),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  CompressOptions overlapping;
+  DF11_ASSERT_OK_AND_ASSIGN(overlapping.pattern_dict,
+                            ParsePatternDict(R"({"lm_head": [], "lm_.*": []})"));
+  EXPECT_THAT(CompressModel(src.string(), dst.string(), overlapping),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("two patterns")));
+  CompressOptions norm_unit;  // a 1-D weight cannot be a unit
+  DF11_ASSERT_OK_AND_ASSIGN(norm_unit.pattern_dict, ParsePatternDict(R"({"model\\.norm": []})"));
+  EXPECT_THAT(CompressModel(src.string(), dst.string(), norm_unit),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("2-D BF16")));
+  // A destination that already holds weights.
+  DF11_ASSERT_OK(CompressModel(src.string(), dst.string(), {}).status());
+  EXPECT_THAT(CompressModel(src.string(), dst.string(), {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already holds")));
+}
+
+TEST(Df11ModelTest, RefusesLegacyAndNonDf11Directories) {
+  const fs::path legacy = TempDir("legacy");
+  fs::create_directories(legacy);
+  std::ofstream(legacy / "layer_0.pkl") << "not unpickled";
+  std::ofstream(legacy / "config.json") << R"({"architectures": ["LlamaForCausalLM"]})";
+  EXPECT_THAT(Df11Model::Open(legacy.string()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("legacy DFloat11 v0.1")));
+  const fs::path plain = TempDir("plain");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(plain.string(), SmallSpec("qwen3")));
+  EXPECT_THAT(Df11Model::Open(plain.string()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no dfloat11_config")));
+  EXPECT_THAT(Df11Model::Open(TempDir("missing").string()), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST(Df11ModelTest, RefusesUnsupportedLayoutsAndCorruptUnits) {
+  const fs::path src = TempDir("layout_src"), df11 = TempDir("layout_df11");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(src.string(), SmallSpec("qwen3")));
+  DF11_ASSERT_OK(CompressModel(src.string(), df11.string(), {}).status());
+  std::ifstream in(df11 / "config.json");
+  const nlohmann::json good = nlohmann::json::parse(in);
+
+  nlohmann::json threads = good;
+  threads["dfloat11_config"]["threads_per_block"] = {256};
+  std::ofstream(df11 / "config.json") << threads.dump();
+  EXPECT_THAT(Df11Model::Open(df11.string()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("[512]")));
+
+  nlohmann::json no_match = good;
+  no_match["dfloat11_config"]["pattern_dict"] = {{"lm_head", nlohmann::json::array()}};
+  std::ofstream(df11 / "config.json") << no_match.dump();
+  EXPECT_THAT(Df11Model::Open(df11.string()),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("matches no pattern_dict key")));
+  std::ofstream(df11 / "config.json") << good.dump();
+
+  // Drop one of the six tensors of a unit.
+  const fs::path unit_file = df11 / "model_layers_0.safetensors";
+  {
+    DF11_ASSERT_OK_AND_ASSIGN(SafetensorsFile file, SafetensorsFile::Open(unit_file.string()));
+    std::vector<std::vector<std::byte>> copies;
+    SafetensorsWriter writer;
+    for (const TensorView& t : file.tensors()) {
+      if (t.name == "model.layers.0.gaps") continue;
+      copies.emplace_back(t.data.begin(), t.data.end());
+      DF11_ASSERT_OK(writer.Add(t.name, t.dtype, t.shape, copies.back()));
+    }
+    DF11_ASSERT_OK(writer.WriteFile(unit_file.string() + ".new"));
+  }
+  fs::rename(unit_file.string() + ".new", unit_file);
+  EXPECT_THAT(Df11Model::Open(df11.string()),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("model.layers.0.gaps")));
+}
+
+}  // namespace
+}  // namespace df11::codec
