@@ -150,12 +150,11 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
-// A checkpoint of one or more safetensors files in a directory: `model.safetensors`, or the shards
-// listed by `model.safetensors.index.json` ("weight_map": tensor -> file), or (when `all_files` is
-// true, as DF11 readers need) every *.safetensors file in the directory.
-// Which files: with `all_files`, every regular *.safetensors (symlinks followed, as in the HF cache);
-// else the shards named by the index's weight_map (plain file names only); else model.safetensors;
-// else every *.safetensors. Files are opened in name order. Movable; views stay valid across moves.
+// A checkpoint of one or more safetensors files in a directory. With `all_files` (as DF11 readers
+// need): every regular *.safetensors file (symlinks followed, as in the HF cache). Otherwise the
+// shards named by `model.safetensors.index.json` ("weight_map": tensor -> plain file name), else
+// `model.safetensors`, else every *.safetensors file. Files are opened in name order.
+// Movable; views and pointers from Find stay valid across moves. Immutable, so thread-safe.
 class Checkpoint {
  public:
   // kNotFound if `dir` is missing or holds no safetensors file; kDataLoss if the index is not a

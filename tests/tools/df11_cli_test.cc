@@ -1,0 +1,150 @@
+// The df11 command-line tool, run as a user runs it: exit codes, messages and outputs.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code;
+  std::string output;  // stdout and stderr
+};
+
+Result Df11(const std::string& args) {
+  const char* tool = std::getenv("DF11_TOOL");
+  const std::string command = std::string(tool != nullptr ? tool : "df11") + " " + args + " 2>&1";
+  Result r{-1, ""};
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path TempDir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("df11_cli_" + name);
+  fs::remove_all(p);
+  return p;
+}
+
+TEST(Df11CliTest, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(Df11("").exit_code, 2);
+  Result unknown = Df11("frobnicate");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.output, HasSubstr("unknown command 'frobnicate'"));
+  Result missing = Df11("compress only-one-dir");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.output, HasSubstr("expected SRC_DIR DST_DIR"));
+  EXPECT_EQ(Df11("bench --mb nope").exit_code, 2);
+  EXPECT_EQ(Df11("verify a --bogus").exit_code, 2);
+}
+
+TEST(Df11CliTest, EveryCommandHasHelp) {
+  for (const char* command : {"compress", "decompress", "verify", "inspect", "bench", "synth", "demo"}) {
+    Result r = Df11(std::string(command) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_THAT(r.output, HasSubstr("Usage: df11 " + std::string(command))) << command;
+  }
+  Result top = Df11("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_THAT(top.output, HasSubstr("compress SRC_DIR DST_DIR"));
+}
+
+TEST(Df11CliTest, CompressVerifyInspectDecompress) {
+  const fs::path src = TempDir("src"), df11 = TempDir("df11"), out = TempDir("out");
+  ASSERT_EQ(Df11("synth " + src.string() + " --layers 2 --hidden 128 --intermediate 256 --vocab 512 --shards").exit_code, 0);
+  Result compress = Df11("compress " + src.string() + " " + df11.string() + " --threads 2");
+  ASSERT_EQ(compress.exit_code, 0) << compress.output;
+  EXPECT_THAT(compress.output, HasSubstr("4 units"));
+
+  Result verify = Df11("verify " + df11.string() + " --against " + src.string());
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_THAT(verify.output, HasSubstr("identical"));
+  EXPECT_THAT(verify.output, HasSubstr("OK"));
+
+  Result inspect = Df11("inspect " + df11.string());
+  EXPECT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_THAT(inspect.output, HasSubstr("model.layers.1"));
+  EXPECT_THAT(inspect.output, HasSubstr("bits/w"));
+  Result inspect_file = Df11("inspect " + (df11 / "lm_head.safetensors").string());
+  EXPECT_EQ(inspect_file.exit_code, 0) << inspect_file.output;
+  EXPECT_THAT(inspect_file.output, HasSubstr("lm_head"));
+
+  Result decompress = Df11("decompress " + df11.string() + " " + out.string());
+  EXPECT_EQ(decompress.exit_code, 0) << decompress.output;
+  EXPECT_TRUE(fs::exists(out / "model.safetensors.index.json"));
+  // The destination now holds weights: a second run refuses to mix files.
+  Result again = Df11("decompress " + df11.string() + " " + out.string());
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.output, HasSubstr("already holds safetensors files"));
+}
+
+TEST(Df11CliTest, VerifyReportsADifferentSourceWithExitThree) {
+  const fs::path src = TempDir("vsrc"), other = TempDir("vother"), df11 = TempDir("vdf11");
+  ASSERT_EQ(Df11("synth " + src.string() + " --layers 1 --hidden 64 --intermediate 128 --vocab 256").exit_code, 0);
+  ASSERT_EQ(Df11("synth " + other.string() + " --layers 1 --hidden 64 --intermediate 128 --vocab 256 --seed 7").exit_code, 0);
+  ASSERT_EQ(Df11("compress " + src.string() + " " + df11.string()).exit_code, 0);
+  Result r = Df11("verify " + df11.string() + " --against " + other.string());
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("DIFFERS model.layers.0.mlp.down_proj.weight: SHA-256 differs"));
+  EXPECT_THAT(r.output, HasSubstr("FAILED"));
+}
+
+TEST(Df11CliTest, VerifyFailsOnACorruptStream) {
+  const fs::path src = TempDir("csrc"), df11 = TempDir("cdf11");
+  ASSERT_EQ(Df11("synth " + src.string() + " --layers 1 --hidden 64 --intermediate 128 --vocab 256").exit_code, 0);
+  ASSERT_EQ(Df11("compress " + src.string() + " " + df11.string()).exit_code, 0);
+  // Flip bits in the middle of the file, inside encoded_exponent or sign_mantissa.
+  const fs::path unit = df11 / "model_layers_0.safetensors";
+  std::fstream f(unit, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(0, std::ios::end);
+  const auto size = static_cast<long>(f.tellg());
+  for (long at = size / 3; at < size / 3 + 64; ++at) {
+    f.seekg(at);
+    char c;
+    f.read(&c, 1);
+    f.seekp(at);
+    c = static_cast<char>(c ^ 0x5A);
+    f.write(&c, 1);
+  }
+  f.close();
+  Result r = Df11("verify " + df11.string() + " --against " + src.string());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, ::testing::AnyOf(HasSubstr("DATA_LOSS"), HasSubstr("DIFFERS")));
+}
+
+TEST(Df11CliTest, BenchPrintsOneJsonObject) {
+  Result r = Df11("bench --mb 2 --runs 1 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  for (const char* key : {"encode_mbps_per_thread", "decode_gbps_per_thread", "decode_gbps_all_threads",
+                          "memcpy_gbps", "bits_per_weight", "threads"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_GT(j["bits_per_weight"].get<double>(), 10.0);
+  EXPECT_LT(j["bits_per_weight"].get<double>(), 11.5);
+}
+
+TEST(Df11CliTest, DemoRunsEndToEnd) {
+  const fs::path dir = TempDir("demo");
+  Result r = Df11("demo " + dir.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("tensors identical. OK"));
+}
+
+}  // namespace
