@@ -19,10 +19,10 @@ result bit-exactly with the source weights, and re-derives `gaps` and `output_po
 
 Setup and rerun
 ---------------
-    python3 -m venv /tmp/fxvenv
-    /tmp/fxvenv/bin/pip install -r tools/requirements-fixtures.txt
-    /tmp/fxvenv/bin/python tools/make_official_fixtures.py [--out tests/data/official]
-    /tmp/fxvenv/bin/python tools/make_official_fixtures.py --check-only   # verify existing fixtures
+    python3 -m venv .venv-fixtures
+    .venv-fixtures/bin/pip install -r tools/requirements-fixtures.txt
+    .venv-fixtures/bin/python tools/make_official_fixtures.py [--out tests/data/official]
+    .venv-fixtures/bin/python tools/make_official_fixtures.py --check-only   # verify existing fixtures
 
 setuptools must be < 81: dfloat11 0.5.0 imports `pkg_resources`, which setuptools 81+ removed.
 No GPU, network or Hugging Face download is needed. The output is deterministic: all random data
@@ -663,10 +663,10 @@ def build_codes_json(unit_codecs):
     entries = []
     for name, (counter, oc) in unit_codecs.items():
         entries.append(code_entry("unit:" + name, counter, "histogram of units/%s.safetensors" % name, oc))
-    # The worked example of DF11_FORMAT.md §4.4.
+    # The worked example of codec/FORMAT.md.
     ex = {115: 1, 116: 2, 117: 8, 118: 40, 119: 300, 120: 1000, 121: 2500, 122: 4000, 123: 1500, 124: 400,
           125: 60, 126: 4}
-    entries.append(code_entry("doc_4_4_worked_example", ex, "DF11_FORMAT.md §4.4"))
+    entries.append(code_entry("doc_4_4_worked_example", ex, "codec/FORMAT.md"))
     entries.append(code_entry("llm_normal_1M", sampled_histogram(2002, 1_048_576, "normal"),
                               "1 048 576 samples of N(0, 0.02) rounded to BF16"))
     entries.append(code_entry("llm_normal_16M", sampled_histogram(2003, 15_728_640, "normal"),

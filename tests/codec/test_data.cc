@@ -1,9 +1,10 @@
 #include "tests/codec/test_data.h"
 
-#include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
