@@ -1,14 +1,16 @@
 // safetensors reader (strict, zero-copy over mmap) and byte-exact writer.
 //
 // The writer follows safetensors/src/tensor.rs in huggingface/safetensors (`prepare`, `serialize`,
-// `impl Serialize for Metadata`; checked against v0.4 through 0.8 and the Python package 0.8.0):
+// `impl Serialize for Metadata`; read at a 0.4-era revision and at v0.8, and compared byte for byte
+// with the Python package 0.8.0 in tests/codec/safetensors_test.cc):
 //   * entries sorted by `right.dtype().cmp(&left.dtype()).then(lname.cmp(rname))`, i.e. by the
 //     Rust Dtype enum order descending, then by name ascending (bytewise);
 //   * serde_json compact output: {"__metadata__":{...},"name":{"dtype":"F32","shape":[1,2],
 //     "data_offsets":[0,8]},...}, "__metadata__" only when metadata is given;
 //   * the JSON padded with b' ' to a multiple of 8 (N_LEN), N written as u64 little-endian.
-// The reader accepts what the reference reader accepts, minus what this project rejects on purpose
-// (extra keys in a tensor entry, duplicate JSON keys, a header not starting with '{').
+// The reader accepts what the reference reader (`read_metadata`, `Metadata::validate`) accepts,
+// minus what this project rejects on purpose: extra keys in a tensor entry, duplicate JSON keys,
+// a header not starting with '{', raw NUL bytes in the header, nesting deeper than needed.
 #include "codec/safetensors.h"
 
 #include <fcntl.h>

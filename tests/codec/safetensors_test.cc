@@ -436,7 +436,8 @@ TEST(SafetensorsParseTest, NegativeDimIsDataLoss) {
 TEST(SafetensorsParseTest, NonIntegerDimIsDataLoss) {
   EXPECT_THAT(
       ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[2.0],"data_offsets":[0,2]}})", "xx")),
-      StatusIs(absl::StatusCode::kDataLoss, HasSubstr("dimension 0 is a JSON number, not an integer")));
+      StatusIs(absl::StatusCode::kDataLoss,
+               HasSubstr("dimension 0 is a JSON number, not an integer")));
   EXPECT_THAT(ParseStatus(RawFile(R"({"w":{"dtype":"U8","shape":[18446744073709551615],)"
                                   R"("data_offsets":[0,0]}})")),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("does not fit int64")));

@@ -15,6 +15,7 @@ int RunInspect(const std::vector<std::string>& args);
 int RunBench(const std::vector<std::string>& args);
 int RunSynth(const std::vector<std::string>& args);
 int RunDemo(const std::vector<std::string>& args);
+int RunDevices(const std::vector<std::string>& args);
 
 }  // namespace df11::tool
 

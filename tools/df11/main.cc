@@ -23,6 +23,7 @@ Commands:
                                 encode/decode speed on synthetic LLM-like weights
   synth DIR [options]           write a synthetic BF16 model (Qwen3, Qwen2 or Llama shapes)
   demo [DIR]                    synth, compress, verify and inspect a small model
+  devices                       the CUDA devices this build can use
 
 Exit codes: 0 success, 1 failure, 2 bad command line, 3 verify found a difference.
 )";
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   if (command == "bench") return RunBench(args);
   if (command == "synth") return RunSynth(args);
   if (command == "demo") return RunDemo(args);
+  if (command == "devices") return RunDevices(args);
   std::fprintf(stderr, "df11: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return kExitUsage;
 }
