@@ -42,7 +42,8 @@ struct HuffmanCode {
 // The limiter raises the k smallest counts to 1 for k = 2, 3, ... until every code fits 32 bits.
 // Where counts tie at the k-th place, numpy's argpartition (official) and this implementation
 // (smallest exponent first) may choose different symbols; the code is valid either way, only byte
-// identity with the official file is lost.
+// identity with the official file is lost. numpy dispatches int64 argpartition to SIMD selection
+// kernels chosen by the CPU, so the official choice at ties is not even the same on every machine.
 absl::StatusOr<HuffmanCode> BuildOfficialCode(const Histogram& histogram);
 
 }  // namespace df11::codec
