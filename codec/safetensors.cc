@@ -24,6 +24,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -408,7 +410,8 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = defaul
 SafetensorsFile::~SafetensorsFile() = default;
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
-  const int fd = OpenRetryingEintr(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO must not hang; it is then rejected as not a regular file.
+  const int fd = OpenRetryingEintr(path.c_str(), O_RDONLY | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
   // Closed on every return (after the return value, errno included, is computed); a mapping
   // keeps the file referenced by itself.
