@@ -106,6 +106,14 @@ absl::StatusOr<Unit> Unit::Validate(const UnitTensors& t, std::string name) {
                                       ", not at the ", n_elements, " elements"));
   }
 
+  // The first code starts at bit 0, so chunk 0's gap is 0. Later block starts are pinned by the
+  // end of the block before them; this pins block 0.
+  unit.tensors_ = t;
+  if (unit.gap(0) != 0) {
+    return Corrupt(name, absl::StrCat("the gap of chunk 0 is ", unit.gap(0),
+                                      "; the first code starts at bit 0"));
+  }
+
   // Split points between the concatenated weights.
   int64_t previous = 0;
   for (size_t i = 0; i < t.split_positions.size(); ++i) {
@@ -118,7 +126,6 @@ absl::StatusOr<Unit> Unit::Validate(const UnitTensors& t, std::string name) {
   }
 
   unit.name_ = std::move(name);
-  unit.tensors_ = t;
   return unit;
 }
 

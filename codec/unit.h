@@ -37,7 +37,8 @@ class Unit {
   // a decode-row pointer to a row outside [1, n_luts - 2], lengths > 32 or set for values >= 240,
   // n_bytes outside [ceil(n_elements / 8), 4 n_elements + 1], gaps length != 320 n_blocks,
   // output_positions length not 4 (n_blocks + 1) or 4 n_blocks, P[0] != 0, decreasing positions,
-  // a block with more than 32768 elements, last position != n_elements, split positions not
+  // a block with more than 32768 elements, last position != n_elements, a nonzero gap of chunk 0,
+  // split positions not
   // strictly increasing inside (0, n_elements).
   static absl::StatusOr<Unit> Validate(const UnitTensors& tensors, std::string name);
 

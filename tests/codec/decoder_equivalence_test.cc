@@ -129,7 +129,9 @@ Case FibonacciCase(int symbols) {
 // holds the maximum of 32768 elements.
 Case SingleExponentCase(size_t n) {
   return {absl::StrCat("SingleExponent", n),
-          [n](uint64_t seed) { return One(Bf16WithExponentCounts(seed, Counts({{120, n}}))); },
+          [n](uint64_t seed) {
+            return One(Bf16WithExponentCounts(seed, Counts({{120, n}})));
+          },
           [n](const EncodedUnit& u) {
             EXPECT_EQ(u.max_code_length, 1);
             EXPECT_EQ(u.lut_rows, 2);
@@ -152,7 +154,8 @@ std::vector<Case> Cases() {
       {"StreamOneByteBelowOneBlock",
        [](uint64_t seed) { return One(NormalWithStreamBytes(seed, 4095)); },
        ExpectStreamBytes(4095)},
-      {"StreamExactlyOneBlock", [](uint64_t seed) { return One(NormalWithStreamBytes(seed, 4096)); },
+      {"StreamExactlyOneBlock",
+       [](uint64_t seed) { return One(NormalWithStreamBytes(seed, 4096)); },
        ExpectStreamBytes(4096)},
       {"StreamOneByteAboveOneBlock",
        [](uint64_t seed) { return One(NormalWithStreamBytes(seed, 4097)); },
@@ -226,8 +229,8 @@ std::vector<Case> Cases() {
        nullptr},
       {"UniformCodableBitsSeedA",
        [](uint64_t seed) { return One(UniformCodableBf16(seed, 50000)); }, nullptr},
-      {"UniformCodableBitsSeedB",
-       [](uint64_t seed) { return One(UniformCodableBf16(seed, 4099)); }, nullptr},
+      {"UniformCodableBitsSeedB", [](uint64_t seed) { return One(UniformCodableBf16(seed, 4099)); },
+       nullptr},
       {"MostlySignedZeros",
        [](uint64_t seed) {
          std::vector<uint16_t> v = NormalBf16(seed, 0.02f, 60000);
@@ -353,7 +356,9 @@ TEST_P(DecoderEquivalenceTest, EveryDecoderReproducesTheInput) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, DecoderEquivalenceTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
 
 // ---------------------------------------------------------------------------------------------
 // Inputs the encoder must refuse, and output spans the decoders must refuse.
@@ -412,8 +417,8 @@ TEST(EncodeUnitTest, NoElementsIsInvalidArgument) {
   EXPECT_THAT(EncodeUnit({}), StatusIs(absl::StatusCode::kInvalidArgument));
   const std::vector<uint16_t> empty;
   const std::span<const uint16_t> parts[] = {empty, empty, empty};
-  EXPECT_THAT(EncodeUnit(parts), StatusIs(absl::StatusCode::kInvalidArgument,
-                                          HasSubstr("at least one element")));
+  EXPECT_THAT(EncodeUnit(parts),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at least one element")));
 }
 
 TEST(DecoderTest, OutputOfWrongSizeIsInvalidArgument) {

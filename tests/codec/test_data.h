@@ -73,8 +73,7 @@ codec::Histogram HistogramOf(std::span<const uint16_t> bf16);
 // for the smallest n with at least that many bytes, then a scan of the 64 sizes on either side
 // (the stream size grows almost, not strictly, monotonically with n). kNotFound if `values` is too
 // short or no n nearby hits the size exactly.
-absl::StatusOr<size_t> PrefixWithStreamBytes(std::span<const uint16_t> values,
-                                             size_t stream_bytes);
+absl::StatusOr<size_t> PrefixWithStreamBytes(std::span<const uint16_t> values, size_t stream_bytes);
 
 }  // namespace df11::testing
 
