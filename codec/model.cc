@@ -1,7 +1,6 @@
 #include "codec/model.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -388,28 +387,25 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
   uint64_t done = 0;
   absl::Status failure;
   std::vector<const UnitPlan*> kept_bf16;
-  std::atomic<size_t> next{0};
   ThreadPool pool(options.threads);
-  // Each thread takes the next unit when it finishes one, so at most pool.size() units are held.
-  pool.ParallelFor(pool.size(), [&](size_t, size_t) {
-    for (size_t i; (i = next.fetch_add(1)) < plans.size();) {
-      const UnitPlan& plan = plans[i];
-      absl::StatusOr<uint64_t> stored = WriteUnit(plan, dst);
-      std::lock_guard<std::mutex> lock(mu);
-      if (stored.ok()) {
-        ++report.units;
-        report.unit_bf16_bytes += plan.bf16_bytes;
-        report.unit_stored_bytes += *stored;
-        for (const TensorView* t : plan.others) report.passthrough_bytes += t->data.size();
-      } else if (stored.status().code() == absl::StatusCode::kFailedPrecondition) {
-        kept_bf16.push_back(&plan);
-        report.kept_bf16.push_back(absl::StrCat(plan.path, ": ", stored.status().message()));
-      } else if (failure.ok()) {
-        failure = stored.status();
-      }
-      done += plan.bf16_bytes;
-      if (options.progress) options.progress(plan.path, done, total);
+  // One unit at a time per thread, so at most pool.size() units are held.
+  pool.ParallelFor(plans.size(), /*grain=*/1, [&](size_t index, size_t) {
+    const UnitPlan& plan = plans[index];
+    absl::StatusOr<uint64_t> stored = WriteUnit(plan, dst);
+    std::lock_guard<std::mutex> lock(mu);
+    if (stored.ok()) {
+      ++report.units;
+      report.unit_bf16_bytes += plan.bf16_bytes;
+      report.unit_stored_bytes += *stored;
+      for (const TensorView* t : plan.others) report.passthrough_bytes += t->data.size();
+    } else if (stored.status().code() == absl::StatusCode::kFailedPrecondition) {
+      kept_bf16.push_back(&plan);
+      report.kept_bf16.push_back(absl::StrCat(plan.path, ": ", stored.status().message()));
+    } else if (failure.ok()) {
+      failure = stored.status();
     }
+    done += plan.bf16_bytes;
+    if (options.progress) options.progress(plan.path, done, total);
   });
   DF11_RETURN_IF_ERROR(failure);
 

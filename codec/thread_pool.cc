@@ -1,21 +1,12 @@
 #include "codec/thread_pool.h"
 
 #include <algorithm>
-#include <utility>
 
 namespace df11::codec {
-namespace {
-
-// Range `part` of `parts` near-equal ranges of [0, n).
-std::pair<size_t, size_t> Range(size_t n, int parts, int part) {
-  return {n * part / parts, n * (part + 1) / parts};
-}
-
-}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -27,11 +18,15 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::WorkerLoop(int index) {
+void ThreadPool::RunRanges(const std::function<void(size_t, size_t)>& fn, size_t n, size_t grain) {
+  for (size_t begin; (begin = next_.fetch_add(grain)) < n;) fn(begin, std::min(n, begin + grain));
+}
+
+void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
     const std::function<void(size_t, size_t)>* fn;
-    size_t n;
+    size_t n, grain;
     {
       std::unique_lock<std::mutex> lock(mu_);
       start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -39,9 +34,9 @@ void ThreadPool::WorkerLoop(int index) {
       seen = generation_;
       fn = fn_;
       n = n_;
+      grain = grain_;
     }
-    auto [begin, end] = Range(n, size(), index);
-    if (begin < end) (*fn)(begin, end);
+    RunRanges(*fn, n, grain);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--pending_ == 0) done_cv_.notify_one();
@@ -49,22 +44,25 @@ void ThreadPool::WorkerLoop(int index) {
   }
 }
 
-void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t)>& fn) {
+void ThreadPool::ParallelFor(size_t n, size_t grain,
+                             const std::function<void(size_t, size_t)>& fn) {
   std::lock_guard<std::mutex> loop_lock(loop_mu_);
-  if (workers_.empty() || n < 2) {
-    if (n > 0) fn(0, n);
+  grain = std::max<size_t>(grain, 1);
+  if (workers_.empty() || n <= grain) {
+    for (size_t begin = 0; begin < n; begin += grain) fn(begin, std::min(n, begin + grain));
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
     n_ = n;
+    grain_ = grain;
+    next_.store(0);
     pending_ = static_cast<int>(workers_.size());
     ++generation_;
   }
   start_cv_.notify_all();
-  auto [begin, end] = Range(n, size(), 0);
-  if (begin < end) fn(begin, end);
+  RunRanges(fn, n, grain);
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return pending_ == 0; });
 }

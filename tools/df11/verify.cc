@@ -2,7 +2,6 @@
 // tensor by tensor (SHA-256) that the model decodes to a source checkpoint.
 #include <openssl/evp.h>
 
-#include <atomic>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -78,43 +77,40 @@ int RunVerify(const std::vector<std::string>& argv) {
   for (const auto& u : model->units()) total += 2 * u.unit->num_elements();
   Progress progress("verify");
   codec::ThreadPool pool(static_cast<int>(*threads));
-  std::atomic<size_t> next{0};
   const auto& units = model->units();
-  pool.ParallelFor(pool.size(), [&](size_t, size_t) {
-    std::vector<uint16_t> reference, parallel;
-    for (size_t i; (i = next.fetch_add(1)) < units.size();) {
-      const auto& u = units[i];
-      reference.assign(u.unit->num_elements(), 0);
-      parallel.assign(u.unit->num_elements(), 0xFFFF);
-      absl::Status s = codec::DecodeReference(*u.unit, reference);
-      if (s.ok()) s = codec::DecodeParallel(*u.unit, parallel, nullptr);
-      std::vector<std::pair<std::string, std::string>> digests;
-      if (s.ok() && source.has_value()) {
-        int64_t begin = 0;
-        for (size_t w = 0; w < u.weight_names.size(); ++w) {
-          const int64_t end = w < u.split_positions->size()
-                                  ? (*u.split_positions)[w]
-                                  : static_cast<int64_t>(reference.size());
-          digests.push_back({u.weight_names[w],
-                             Sha256(reference.data() + begin, 2 * size_t(end - begin))});
-          begin = end;
-        }
+  // One unit per task: a thread holds two decoded copies of one unit at a time.
+  pool.ParallelFor(units.size(), /*grain=*/1, [&](size_t index, size_t) {
+    const auto& u = units[index];
+    std::vector<uint16_t> reference(u.unit->num_elements(), 0);
+    std::vector<uint16_t> parallel(u.unit->num_elements(), 0xFFFF);
+    absl::Status s = codec::DecodeReference(*u.unit, reference);
+    if (s.ok()) s = codec::DecodeParallel(*u.unit, parallel, nullptr);
+    std::vector<std::pair<std::string, std::string>> digests;
+    if (s.ok() && source.has_value()) {
+      int64_t begin = 0;
+      for (size_t w = 0; w < u.weight_names.size(); ++w) {
+        const int64_t end = w < u.split_positions->size() ? (*u.split_positions)[w]
+                                                          : static_cast<int64_t>(reference.size());
+        digests.push_back(
+            {u.weight_names[w], Sha256(reference.data() + begin, 2 * size_t(end - begin))});
+        begin = end;
       }
-      std::lock_guard<std::mutex> lock(mu);
-      if (!s.ok()) {
-        if (failure.ok()) failure = s;
-        continue;
-      }
-      if (reference != parallel) {
-        differences.push_back(absl::StrCat(u.path, ": the reference and block-parallel decoders disagree"));
-      }
-      for (size_t w = 0; w < digests.size(); ++w) {
-        decoded[digests[w].first] = {u.shapes[w], digests[w].second};
-      }
-      elements += u.unit->num_elements();
-      done += 2 * u.unit->num_elements();
-      progress.Update(u.path, done, total);
     }
+    std::lock_guard<std::mutex> lock(mu);
+    if (!s.ok()) {
+      if (failure.ok()) failure = s;
+      return;
+    }
+    if (reference != parallel) {
+      differences.push_back(
+          absl::StrCat(u.path, ": the reference and block-parallel decoders disagree"));
+    }
+    for (size_t w = 0; w < digests.size(); ++w) {
+      decoded[digests[w].first] = {u.shapes[w], digests[w].second};
+    }
+    elements += u.unit->num_elements();
+    done += 2 * u.unit->num_elements();
+    progress.Update(u.path, done, total);
   });
   progress.Done();
   if (!failure.ok()) return Fail("verify", failure);
