@@ -320,7 +320,9 @@ absl::StatusOr<UnitTensors> FindUnitTensors(const SafetensorsFile& file, const s
   }
   // Copied: the mapped I64 bytes need not be 8-byte aligned.
   split_storage.resize(splits->data.size() / sizeof(int64_t));
-  std::memcpy(split_storage.data(), splits->data.data(), splits->data.size());
+  if (!split_storage.empty()) {  // memcpy from an empty tensor's null pointer is undefined
+    std::memcpy(split_storage.data(), splits->data.data(), splits->data.size());
+  }
   auto u8 = [](const TensorView* v) {
     return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v->data.data()),
                                     v->data.size());

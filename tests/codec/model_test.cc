@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/checkpoint_compare.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/df11/synth.h"
 
@@ -18,6 +19,7 @@ namespace df11::codec {
 namespace {
 
 namespace fs = std::filesystem;
+using ::df11::testing::ExpectSameCheckpoint;
 using ::df11::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -25,22 +27,6 @@ fs::path TempDir(const std::string& name) {
   fs::path p = fs::path(::testing::TempDir()) / ("model_test_" + name);
   fs::remove_all(p);
   return p;
-}
-
-// Every tensor of `a` is in `b` with the same dtype, shape and bytes, and nothing else is.
-void ExpectSameCheckpoint(const fs::path& a_dir, const fs::path& b_dir) {
-  DF11_ASSERT_OK_AND_ASSIGN(Checkpoint a, Checkpoint::Open(a_dir.string()));
-  DF11_ASSERT_OK_AND_ASSIGN(Checkpoint b, Checkpoint::Open(b_dir.string()));
-  ASSERT_EQ(a.TensorNames(), b.TensorNames());
-  for (const std::string& name : a.TensorNames()) {
-    SCOPED_TRACE(name);
-    const TensorView* x = a.Find(name);
-    const TensorView* y = b.Find(name);
-    EXPECT_EQ(x->dtype, y->dtype);
-    EXPECT_EQ(x->shape, y->shape);
-    ASSERT_EQ(x->data.size(), y->data.size());
-    EXPECT_EQ(std::memcmp(x->data.data(), y->data.data(), x->data.size()), 0);
-  }
 }
 
 tool::SynthSpec SmallSpec(const std::string& arch) {

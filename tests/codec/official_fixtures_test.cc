@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/checkpoint_compare.h"
 #include "tests/testing/status_matchers.h"
 
 namespace df11::codec {
@@ -94,8 +95,8 @@ TEST_P(OfficialUnitTest, EncoderReproducesTheOfficialBytes) {
   EXPECT_EQ(ours.sign_mantissa, official(format::kSignMantissa));
   EXPECT_EQ(ours.gaps, official(format::kGaps));
   ExpectSameLuts(ours.luts, official(format::kLuts));
-  std::vector<uint8_t> splits(ours.split_positions.size() * 8);
-  std::memcpy(splits.data(), ours.split_positions.data(), splits.size());
+  const auto* split_bytes = reinterpret_cast<const uint8_t*>(ours.split_positions.data());
+  const std::vector<uint8_t> splits(split_bytes, split_bytes + 8 * ours.split_positions.size());
   EXPECT_EQ(splits, official(format::kSplitPositions));
   // df11 always writes n_blocks + 1 positions; the official writer can omit the last one (its
   // value is n_elements).
@@ -196,17 +197,7 @@ TEST_P(OfficialModelTest, DecompressesToTheSourceCheckpoint) {
   const fs::path out = fs::path(::testing::TempDir()) / ("restored_" + GetParam());
   fs::remove_all(out);
   DF11_ASSERT_OK(DecompressModel(model, out.string(), {}).status());
-  DF11_ASSERT_OK_AND_ASSIGN(Checkpoint a, Checkpoint::Open(source.string()));
-  DF11_ASSERT_OK_AND_ASSIGN(Checkpoint b, Checkpoint::Open(out.string()));
-  ASSERT_EQ(a.TensorNames(), b.TensorNames());
-  for (const std::string& name : a.TensorNames()) {
-    SCOPED_TRACE(name);
-    const TensorView* x = a.Find(name);
-    const TensorView* y = b.Find(name);
-    EXPECT_EQ(x->dtype, y->dtype);
-    EXPECT_EQ(x->shape, y->shape);
-    EXPECT_EQ(Bytes(*x), Bytes(*y));
-  }
+  ::df11::testing::ExpectSameCheckpoint(source, out);
 }
 
 TEST_P(OfficialModelTest, CompressWritesTheOfficialUnits) {
