@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "codec/format.h"
+#include "codec/prefix_decode.h"
 
 namespace df11::codec {
 namespace {
@@ -27,76 +28,19 @@ absl::Status CheckOutput(const Unit& unit, std::span<uint16_t> out) {
                                                  out.size()));
 }
 
-// 64 stream bits starting at bit `bitpos`, MSB-first; bits past the end of the stream read as 0.
-// At least the 57 leading bits are stream bits. Never reads outside data[0, n_bytes).
-inline uint64_t Window(const uint8_t* data, size_t n_bytes, uint64_t bitpos) {
-  const uint64_t byte = bitpos >> 3;
-  uint64_t v = 0;
-  if (byte + 8 <= n_bytes) {
-    std::memcpy(&v, data + byte, 8);
-  } else if (byte < n_bytes) {
-    std::memcpy(&v, data + byte, n_bytes - byte);
-  }
-  return __builtin_bswap64(v) << (bitpos & 7);
-}
-
-// The LUT walk of one code at the top of `window` (codec/FORMAT.md, "Decoding one symbol"). Returns
-// the code length and sets `symbol`, or returns 0 when the tables give no valid code: a pointer
-// after four lookups, or a symbol without a length. Pointer targets were bounds-checked by
-// Unit::Validate, so every row read is inside the tables.
-inline int WalkLut(const Unit& unit, uint64_t window, int& symbol) {
-  const uint8_t* luts = unit.lut_row(0);
-  int v = luts[window >> 56];
-  for (int level = 1; level < format::kMaxLookups && v >= format::kFirstPointerValue; ++level) {
-    v = luts[256 * (256 - v) + ((window >> (56 - 8 * level)) & 0xFF)];
-  }
-  if (v >= format::kFirstPointerValue) return 0;
-  symbol = v;
-  return unit.code_lengths()[v];
-}
-
-// Multi-symbol table: entry i decodes the codes that lie wholly inside the 12-bit prefix i.
-// Bytes 0..5 hold up to six exponents, byte 6 their count, byte 7 the bits they use. An entry takes
-// a code only when the LUT walk's result cannot depend on bits past the prefix, so that using the
-// entry is exactly the LUT walk; a count of 0 sends the decoder to the walk itself.
+// Multi-symbol table: entry i decodes the codes that lie wholly inside the 12-bit prefix i
+// (DecodePrefix). Bytes 0..5 hold up to six exponents, byte 6 their count, byte 7 the bits they
+// use; a count of 0 sends the decoder to the LUT walk itself.
 constexpr int kTableBits = 12;
 constexpr int kMaxSymbolsPerEntry = 6;
 using MultiSymbolTable = std::array<uint64_t, 1 << kTableBits>;
 
 void BuildMultiSymbolTable(const Unit& unit, MultiSymbolTable& table) {
-  const uint8_t* luts = unit.lut_row(0);
-  const uint8_t* lengths = unit.code_lengths();
   for (uint32_t prefix = 0; prefix < table.size(); ++prefix) {
-    const uint64_t window = uint64_t{prefix} << (64 - kTableBits);
-    uint64_t symbols = 0;
-    int count = 0;
-    int used = 0;
-    while (count < kMaxSymbolsPerEntry) {
-      const uint64_t w = window << used;
-      const uint8_t* row = luts;
-      int level = 0;
-      int v = row[w >> 56];
-      while (v >= format::kFirstPointerValue && level + 1 < format::kMaxLookups) {
-        ++level;
-        row = luts + 256 * (256 - v);
-        v = row[(w >> (56 - 8 * level)) & 0xFF];
-      }
-      if (v >= format::kFirstPointerValue) break;
-      const int length = lengths[v];
-      const int last_bits = length - 8 * level;  // bits of the code read from the last row's key
-      if (length == 0 || used + length > kTableBits || last_bits < 1 || last_bits > 8) break;
-      // Every key that shares the code's bits must give the same symbol.
-      const int key = static_cast<int>((w >> (56 - 8 * level)) & 0xFF);
-      const int first = key & ~((1 << (8 - last_bits)) - 1);
-      if (!std::all_of(row + first, row + first + (1 << (8 - last_bits)),
-                       [v](uint8_t x) { return x == v; })) {
-        break;
-      }
-      symbols |= uint64_t(v) << (8 * count);
-      ++count;
-      used += length;
-    }
-    table[prefix] = symbols | uint64_t(count) << 48 | uint64_t(used) << 56;
+    const PrefixCodes codes = DecodePrefix(unit, prefix, kTableBits, kMaxSymbolsPerEntry);
+    uint64_t entry = uint64_t(codes.count) << 48 | uint64_t(codes.bits) << 56;
+    for (int i = 0; i < codes.count; ++i) entry |= uint64_t{codes.symbols[i]} << (8 * i);
+    table[prefix] = entry;
   }
 }
 
