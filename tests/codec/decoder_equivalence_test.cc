@@ -31,6 +31,7 @@
 #include "codec/unit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/codec/gpu_emulation.h"
 #include "tests/codec/test_data.h"
 #include "tests/testing/status_matchers.h"
 
@@ -66,6 +67,7 @@ const std::vector<DecoderUnderTest>& Decoders() {
        [](const Unit& u, std::span<uint16_t> out) { return DecodeParallel(u, out, nullptr); }},
       {"DecodeParallel(ThreadPool(3))",
        [](const Unit& u, std::span<uint16_t> out) { return DecodeParallel(u, out, pool); }},
+      {"GPU decoder steps, emulated on the CPU", ::df11::testing::DecodeWithGpuStepsOnCpu},
   };
   return *decoders;
 }

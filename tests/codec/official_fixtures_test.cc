@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/codec/gpu_emulation.h"
 #include "tests/testing/checkpoint_compare.h"
 #include "tests/testing/status_matchers.h"
 
@@ -55,7 +56,7 @@ void ExpectSameLuts(const std::vector<uint8_t>& ours, const std::vector<uint8_t>
 
 class OfficialUnitTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(OfficialUnitTest, DecodesBitExactlyWithBothDecoders) {
+TEST_P(OfficialUnitTest, DecodesBitExactlyWithEveryDecoder) {
   DF11_ASSERT_OK_AND_ASSIGN(SafetensorsFile file,
                             SafetensorsFile::Open(OfficialData() / "units" / GetParam()));
   std::vector<int64_t> splits;
@@ -72,6 +73,9 @@ TEST_P(OfficialUnitTest, DecodesBitExactlyWithBothDecoders) {
   ThreadPool pool(3);
   std::fill(parallel.begin(), parallel.end(), 0xFFFF);
   DF11_ASSERT_OK(DecodeParallel(unit, parallel, &pool));
+  EXPECT_EQ(parallel, expected);
+  std::fill(parallel.begin(), parallel.end(), 0xFFFF);
+  DF11_ASSERT_OK(::df11::testing::DecodeWithGpuStepsOnCpu(unit, parallel));
   EXPECT_EQ(parallel, expected);
 }
 
