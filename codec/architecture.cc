@@ -13,9 +13,12 @@ namespace {
 
 absl::StatusOr<int64_t> PositiveInt(const nlohmann::json& config, const char* field) {
   auto it = config.find(field);
-  if (it == config.end() || !it->is_number_integer() || it->get<int64_t>() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json: `", field, "` must be a positive integer"));
+  // Bounded so that products of sizes (heads x head_dim x hidden) cannot overflow.
+  constexpr int64_t kMax = int64_t{1} << 24;
+  if (it == config.end() || !it->is_number_integer() || it->get<int64_t>() <= 0 ||
+      it->get<int64_t>() > kMax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json: `", field, "` must be a positive integer of at most ", kMax));
   }
   return it->get<int64_t>();
 }
@@ -76,8 +79,8 @@ absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_jso
     arch.head_dim = arch.hidden_size / arch.num_attention_heads;
   }
   auto tie = config.find("tie_word_embeddings");
-  // transformers' default for these classes is tied embeddings unless the config says otherwise.
-  arch.tie_word_embeddings = tie != config.end() && tie->is_boolean() ? tie->get<bool>() : true;
+  // transformers' LlamaConfig, Qwen2Config and Qwen3Config default to untied embeddings.
+  arch.tie_word_embeddings = tie != config.end() && tie->is_boolean() && tie->get<bool>();
   return arch;
 }
 

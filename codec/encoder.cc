@@ -117,7 +117,7 @@ absl::StatusOr<EncodedUnit> EncodeUnit(std::span<const std::span<const uint16_t>
   }
   if (n == 0) return absl::InvalidArgumentError("a DF11 unit needs at least one element");
   if (n > format::kMaxUnitElements) {
-    return absl::InvalidArgumentError(
+    return absl::FailedPreconditionError(
         absl::StrCat("a DF11 unit holds fewer than 2^31 elements; this one has ", n));
   }
   absl::StatusOr<HuffmanCode> code = BuildOfficialCode(histogram);

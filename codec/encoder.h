@@ -38,8 +38,8 @@ struct EncodedUnit {
 // byte-identical to the official compressor's wherever the official limiter has no ties.
 // Single-threaded; holds one copy of the exponents.
 //
-// Errors: kInvalidArgument for no elements or >= 2^31 elements; kFailedPrecondition when the unit
-// cannot be DF11-coded (exponents 240..255 from |x| >= 2^113, Inf or NaN, or more than 16
+// Errors: kInvalidArgument for no elements; kFailedPrecondition when the unit cannot be DF11-coded
+// (2^31 elements or more, exponents 240..255 from |x| >= 2^113, Inf or NaN, or more than 16
 // pointer rows of LUTs): keep such a unit in BF16.
 absl::StatusOr<EncodedUnit> EncodeUnit(std::span<const std::span<const uint16_t>> parts);
 

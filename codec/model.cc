@@ -29,6 +29,21 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
+// Tensor names longer than this are refused before any regular expression sees them: libstdc++'s
+// std::regex recurses per character, and real names are under 100 bytes.
+constexpr size_t kMaxTensorNameBytes = 1024;
+
+absl::Status CheckNameLengths(const std::vector<std::string>& names, absl::StatusCode code) {
+  for (const std::string& name : names) {
+    if (name.size() > kMaxTensorNameBytes) {
+      return absl::Status(code, absl::StrCat("a tensor name of ", name.size(),
+                                             " bytes is longer than the ", kMaxTensorNameBytes,
+                                             "-byte limit: ", name.substr(0, 64), "..."));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Unit files carry the shapes of their weights in this metadata key, so that models of any
 // architecture decompress; official files have no metadata, and their shapes come from config.json.
 constexpr char kShapesMetadataKey[] = "df11.weights";
@@ -98,19 +113,39 @@ Json PatternDictJson(const PatternDict& dict) {
   return j;
 }
 
-// Files of `dir` that a conversion copies as they are: everything but the weights and config.json.
-std::vector<fs::path> FilesToCopy(const fs::path& dir) {
+// Regular files of `dir`, sorted. std::filesystem's non-throwing overloads only: a directory we
+// cannot read is an error status, never an exception.
+absl::StatusOr<std::vector<fs::path>> ListFiles(const fs::path& dir) {
+  std::error_code ec;
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (!entry.is_regular_file()) continue;
-    const std::string name = entry.path().filename().string();
-    if (absl::EndsWith(name, ".safetensors") || name == "model.safetensors.index.json" ||
-        name == "config.json") {
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec)) files.push_back(it->path());
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list ", dir.string(), ": ", ec.message()));
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Files of `dir` that a conversion copies as they are: tokenizer, generation config, README, ...
+// Not the weights in any format (they are converted, or would duplicate gigabytes), not
+// config.json (rewritten), not temporary or hidden files.
+absl::StatusOr<std::vector<fs::path>> FilesToCopy(const fs::path& dir) {
+  DF11_ASSIGN_OR_RETURN(std::vector<fs::path> all, ListFiles(dir));
+  static constexpr const char* kWeightSuffixes[] = {
+      ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".pkl"};
+  std::vector<fs::path> files;
+  for (const fs::path& f : all) {
+    const std::string name = f.filename().string();
+    const bool weights = std::any_of(std::begin(kWeightSuffixes), std::end(kWeightSuffixes),
+                                     [&](const char* suffix) { return absl::EndsWith(name, suffix); });
+    if (weights || name == "model.safetensors.index.json" || name == "config.json" ||
+        absl::StartsWith(name, ".") || absl::StrContains(name, ".tmp")) {
       continue;
     }
-    files.push_back(entry.path());
+    files.push_back(f);
   }
-  std::sort(files.begin(), files.end());
   return files;
 }
 
@@ -118,20 +153,47 @@ absl::Status PrepareDestination(const fs::path& dst) {
   std::error_code ec;
   fs::create_directories(dst, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dst.string(), ": ", ec.message()));
-  for (const auto& entry : fs::directory_iterator(dst)) {
-    if (entry.path().extension() == ".safetensors") {
+  DF11_ASSIGN_OR_RETURN(std::vector<fs::path> existing, ListFiles(dst));
+  for (const fs::path& f : existing) {
+    if (f.extension() == ".safetensors") {
       return absl::FailedPreconditionError(absl::StrCat(
-          dst.string(), " already holds safetensors files (", entry.path().filename().string(),
+          dst.string(), " already holds safetensors files (", f.filename().string(),
           "); choose an empty directory"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status CopyFiles(const fs::path& src, const fs::path& dst, std::vector<std::string>* names) {
-  for (const fs::path& f : FilesToCopy(src)) {
+// The files a conversion writes into its destination. Unless Commit() is called, the destructor
+// removes them, so that a failed conversion leaves no half-written model behind. Thread-safe.
+class OutputFiles {
+ public:
+  explicit OutputFiles(fs::path dir) : dir_(std::move(dir)) {}
+  ~OutputFiles() {
+    if (committed_) return;
     std::error_code ec;
-    fs::copy_file(f, dst / f.filename(), fs::copy_options::overwrite_existing, ec);
+    for (const std::string& name : names_) fs::remove(dir_ / name, ec);
+  }
+  // The path of `name` in the destination, recorded for removal.
+  std::string Add(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    names_.push_back(name);
+    return (dir_ / name).string();
+  }
+  void Commit() { committed_ = true; }
+
+ private:
+  const fs::path dir_;
+  std::mutex mu_;
+  std::vector<std::string> names_;
+  bool committed_ = false;
+};
+
+absl::Status CopyFiles(const fs::path& src, OutputFiles& out, std::vector<std::string>* names) {
+  DF11_ASSIGN_OR_RETURN(std::vector<fs::path> files, FilesToCopy(src));
+  for (const fs::path& f : files) {
+    std::error_code ec;
+    fs::copy_file(f, out.Add(f.filename().string()), fs::copy_options::overwrite_existing, ec);
     if (ec) return absl::InternalError(absl::StrCat("cannot copy ", f.string(), ": ", ec.message()));
     if (names != nullptr) names->push_back(f.filename().string());
   }
@@ -165,6 +227,7 @@ absl::StatusOr<std::vector<UnitPlan>> PlanUnits(const Checkpoint& source,
                                                 const std::vector<CompiledPattern>& patterns,
                                                 std::vector<const TensorView*>* remainder) {
   const std::vector<std::string> names = source.TensorNames();
+  DF11_RETURN_IF_ERROR(CheckNameLengths(names, absl::StatusCode::kInvalidArgument));
   std::set<std::string> modules;  // every dotted prefix of every tensor name
   for (const std::string& name : names) {
     for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
@@ -210,6 +273,15 @@ absl::StatusOr<std::vector<UnitPlan>> PlanUnits(const Checkpoint& source,
     }
     plans.push_back(std::move(plan));
   }
+  // Two paths can give one file name ("a.b_c" and "a_b.c").
+  std::map<std::string, std::string> files;
+  for (const UnitPlan& plan : plans) {
+    auto [it, inserted] = files.emplace(UnitFileName(plan.path), plan.path);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat("units ", it->second, " and ", plan.path,
+                                                     " would both be written to ", it->first));
+    }
+  }
   // Every other tensor goes with the innermost unit whose module holds it, else to the remainder.
   for (const std::string& name : names) {
     if (claimed.count(name)) continue;
@@ -234,7 +306,7 @@ std::string ShapesMetadata(const std::vector<std::string>& names,
 
 // Encodes one planned unit and writes its file. Returns the unit's stored bytes, or
 // kFailedPrecondition when the unit cannot be DF11-coded (the caller keeps it BF16).
-absl::StatusOr<uint64_t> WriteUnit(const UnitPlan& plan, const fs::path& dst) {
+absl::StatusOr<uint64_t> WriteUnit(const UnitPlan& plan, OutputFiles& out) {
   std::vector<std::vector<uint16_t>> copies(plan.weights.size());
   std::vector<std::span<const uint16_t>> parts;
   std::vector<std::string> names;
@@ -270,7 +342,7 @@ absl::StatusOr<uint64_t> WriteUnit(const UnitPlan& plan, const fs::path& dst) {
     DF11_RETURN_IF_ERROR(writer.Add(t->name, t->dtype, t->shape, t->data));
   }
   writer.SetMetadata({{kShapesMetadataKey, ShapesMetadata(names, shapes)}});
-  DF11_RETURN_IF_ERROR(writer.WriteFile((dst / UnitFileName(plan.path)).string()));
+  DF11_RETURN_IF_ERROR(writer.WriteFile(out.Add(UnitFileName(plan.path))));
   return unit->stored_bytes();
 }
 
@@ -362,6 +434,9 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
   DF11_RETURN_IF_ERROR(CheckDirectory(src));
   DF11_ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(src / "config.json"));
   DF11_ASSIGN_OR_RETURN(Json config, ParseJson(config_text, (src / "config.json").string()));
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(src_dir, "/config.json is not a JSON object"));
+  }
   if (config.contains(format::kConfigKey)) {
     return absl::InvalidArgumentError(absl::StrCat(src_dir, " is already a DF11 model"));
   }
@@ -381,6 +456,7 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
         absl::StrCat("no module of ", src_dir, " matches the pattern dict; nothing to compress"));
   }
   DF11_RETURN_IF_ERROR(PrepareDestination(dst));
+  OutputFiles out(dst);
 
   uint64_t total = 0;
   for (const UnitPlan& p : plans) total += p.bf16_bytes;
@@ -393,7 +469,7 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
   // One unit at a time per thread, so at most pool.size() units are held.
   pool.ParallelFor(plans.size(), /*grain=*/1, [&](size_t index, size_t) {
     const UnitPlan& plan = plans[index];
-    absl::StatusOr<uint64_t> stored = WriteUnit(plan, dst);
+    absl::StatusOr<uint64_t> stored = WriteUnit(plan, out);
     std::lock_guard<std::mutex> lock(mu);
     if (stored.ok()) {
       ++report.units;
@@ -411,7 +487,11 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
   });
   DF11_RETURN_IF_ERROR(failure);
 
-  // Units kept BF16 go to the remainder, and their patterns exclude them.
+  // Units kept BF16 go to the remainder, and their patterns exclude them; in path order, whatever
+  // order the threads finished in.
+  std::sort(kept_bf16.begin(), kept_bf16.end(),
+            [](const UnitPlan* a, const UnitPlan* b) { return a->path < b->path; });
+  std::sort(report.kept_bf16.begin(), report.kept_bf16.end());
   std::map<std::string, std::vector<std::string>> excluded;  // pattern -> paths
   for (const UnitPlan* p : kept_bf16) {
     excluded[p->pattern].push_back(p->path);
@@ -431,14 +511,15 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
       report.passthrough_bytes += t->data.size();
     }
     writer.SetMetadata({{"format", "pt"}});
-    DF11_RETURN_IF_ERROR(writer.WriteFile((dst / "model.safetensors").string()));
+    DF11_RETURN_IF_ERROR(writer.WriteFile(out.Add("model.safetensors")));
   }
   config[format::kConfigKey] = {{"version", format::kWriterVersion},
                                 {"threads_per_block", {format::kThreadsPerBlock}},
                                 {"bytes_per_thread", format::kBytesPerThread},
                                 {"pattern_dict", PatternDictJson(dict)}};
-  DF11_RETURN_IF_ERROR(WriteTextFile(dst / "config.json", config.dump(2) + "\n"));
-  DF11_RETURN_IF_ERROR(CopyFiles(src, dst, &report.copied_files));
+  DF11_RETURN_IF_ERROR(WriteTextFile(out.Add("config.json"), config.dump(2) + "\n"));
+  DF11_RETURN_IF_ERROR(CopyFiles(src, out, &report.copied_files));
+  out.Commit();
   return report;
 }
 
@@ -457,8 +538,8 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
     model.config_json_ = *text;
   }
   if (!config.is_object() || !config.contains(format::kConfigKey)) {
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      const fs::path& p = entry.path();
+    DF11_ASSIGN_OR_RETURN(std::vector<fs::path> files, ListFiles(dir));
+    for (const fs::path& p : files) {
       if (p.extension() == ".pkl" || p.filename() == "decode.ptx") {
         return absl::FailedPreconditionError(absl::StrCat(
             dir_name, " is a legacy DFloat11 v0.1 repository (", p.filename().string(),
@@ -482,11 +563,17 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
                        ? df11.value("version", Json("")).get<std::string>()
                        : "";
   if (!df11.contains("pattern_dict")) return absl::DataLossError("dfloat11_config has no pattern_dict");
-  DF11_ASSIGN_OR_RETURN(model.pattern_dict_, ParsePatternDict(df11["pattern_dict"].dump()));
+  // A malformed pattern dict inside a model's own config is a corrupt file.
+  absl::StatusOr<PatternDict> dict = ParsePatternDict(df11["pattern_dict"].dump());
+  if (!dict.ok()) {
+    return absl::DataLossError(absl::StrCat(dir_name, "/config.json: ", dict.status().message()));
+  }
+  model.pattern_dict_ = std::move(*dict);
   DF11_ASSIGN_OR_RETURN(std::vector<CompiledPattern> patterns, Compile(model.pattern_dict_));
   DF11_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir_name, /*all_files=*/true));
   model.checkpoint_ = std::make_unique<Checkpoint>(std::move(checkpoint));
   const Checkpoint& ckpt = *model.checkpoint_;
+  DF11_RETURN_IF_ERROR(CheckNameLengths(ckpt.TensorNames(), absl::StatusCode::kDataLoss));
   absl::StatusOr<ArchitectureInfo> arch = ParseArchitecture(*text);
 
   const std::string suffix = absl::StrCat(".", format::kEncodedExponent);
@@ -530,33 +617,28 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
                                                 " weights; its pattern lists ",
                                                 entry.weight_names.size()));
       }
-      auto meta = file.metadata().find(kShapesMetadataKey);
-      if (meta != file.metadata().end()) {
-        Json shapes = Json::parse(meta->second, nullptr, false);
-        for (const std::string& w : entry.weight_names) {
-          std::vector<int64_t> shape;
-          if (shapes.is_array()) {
-            for (const Json& s : shapes) {
-              if (s.is_array() && s.size() == 2 && s[0] == w && s[1].is_array()) {
-                for (const Json& d : s[1]) shape.push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
-              }
-            }
+      // Shapes: from the file's own metadata when df11 wrote it, else from the architecture.
+      Json listed = Json::array();
+      if (auto meta = file.metadata().find(kShapesMetadataKey); meta != file.metadata().end()) {
+        listed = Json::parse(meta->second, nullptr, /*allow_exceptions=*/false);
+      }
+      for (const std::string& w : entry.weight_names) {
+        std::optional<std::vector<int64_t>> shape;
+        for (const Json& item : listed.is_array() ? listed : Json::array()) {
+          if (item.is_array() && item.size() == 2 && item[0] == w && item[1].is_array()) {
+            shape.emplace();
+            for (const Json& d : item[1]) shape->push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
           }
-          entry.shapes.push_back(std::move(shape));
         }
-      } else {
-        for (const std::string& w : entry.weight_names) {
-          std::optional<std::vector<int64_t>> shape;
-          if (arch.ok()) shape = WeightShape(*arch, w);
-          if (!shape.has_value()) {
-            return absl::DataLossError(absl::StrCat(
-                "unit ", entry.path, ": the shape of ", w, " is not known (",
-                arch.ok() ? "not a weight of " + arch->architecture
-                          : std::string(arch.status().message()),
-                ")"));
-          }
-          entry.shapes.push_back(*shape);
+        if (!shape.has_value() && arch.ok()) shape = WeightShape(*arch, w);
+        if (!shape.has_value()) {
+          return absl::DataLossError(absl::StrCat(
+              "unit ", entry.path, ": the shape of ", w, " is not known (",
+              arch.ok() ? "not a weight of " + arch->architecture
+                        : std::string(arch.status().message()),
+              ")"));
         }
+        entry.shapes.push_back(*shape);
       }
       // The pieces between split points must have exactly the elements of their shapes.
       int64_t begin = 0;
@@ -564,7 +646,9 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
         const int64_t end = i + 1 < pieces ? (*entry.split_positions)[i]
                                            : static_cast<int64_t>(entry.unit->num_elements());
         int64_t elements = 1;
-        for (int64_t d : entry.shapes[i]) elements = d > 0 ? elements * d : -1;
+        for (int64_t d : entry.shapes[i]) {
+          if (d <= 0 || __builtin_mul_overflow(elements, d, &elements)) elements = -1;
+        }
         if (entry.shapes[i].empty() || elements != end - begin) {
           return absl::DataLossError(absl::StrCat(
               "unit ", entry.path, ": ", entry.weight_names[i], " has ", end - begin,
@@ -579,7 +663,13 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
   std::sort(model.units_.begin(), model.units_.end(),
             [](const UnitEntry& a, const UnitEntry& b) { return a.path < b.path; });
   std::set<std::string> weights;
-  for (const UnitEntry& u : model.units_) weights.insert(u.weight_names.begin(), u.weight_names.end());
+  for (const UnitEntry& u : model.units_) {
+    for (const std::string& w : u.weight_names) {
+      if (!weights.insert(w).second) {
+        return absl::DataLossError(absl::StrCat(w, " is produced by two DF11 units"));
+      }
+    }
+  }
   for (const std::string& name : ckpt.TensorNames()) {
     if (unit_tensors.count(name)) continue;
     if (weights.count(name)) {
@@ -595,6 +685,7 @@ absl::StatusOr<DecompressReport> DecompressModel(const Df11Model& model, const s
                                                  const DecompressOptions& options) {
   const fs::path dst(dst_dir);
   DF11_RETURN_IF_ERROR(PrepareDestination(dst));
+  OutputFiles out(dst);
   // Shards: one per unit (its weights and the other tensors of its file), one for the rest.
   std::map<const SafetensorsFile*, std::vector<const TensorView*>> others_by_file;
   std::vector<const TensorView*> rest;
@@ -633,12 +724,13 @@ absl::StatusOr<DecompressReport> DecompressModel(const Df11Model& model, const s
       weight_map[u.weight_names[i]] = shard_name(shard);
       begin = end;
     }
-    for (const TensorView* t : others_by_file[u.file]) {
+    // A file may hold several units; its other tensors go with the first of them only.
+    for (const TensorView* t : std::exchange(others_by_file[u.file], {})) {
       DF11_RETURN_IF_ERROR(writer.Add(t->name, t->dtype, t->shape, t->data));
       weight_map[t->name] = shard_name(shard);
     }
     writer.SetMetadata({{"format", "pt"}});
-    DF11_RETURN_IF_ERROR(writer.WriteFile((dst / shard_name(shard)).string()));
+    DF11_RETURN_IF_ERROR(writer.WriteFile(out.Add(shard_name(shard))));
     report.bf16_bytes += writer.SerializedSize();
     ++report.units;
     ++shard;
@@ -653,7 +745,7 @@ absl::StatusOr<DecompressReport> DecompressModel(const Df11Model& model, const s
       weight_map[t->name] = shard_name(shard);
     }
     writer.SetMetadata({{"format", "pt"}});
-    DF11_RETURN_IF_ERROR(writer.WriteFile((dst / shard_name(shard)).string()));
+    DF11_RETURN_IF_ERROR(writer.WriteFile(out.Add(shard_name(shard))));
     report.bf16_bytes += writer.SerializedSize();
   }
   if (shards > 1) {
@@ -662,12 +754,13 @@ absl::StatusOr<DecompressReport> DecompressModel(const Df11Model& model, const s
     for (const TensorView* t : model.passthrough()) tensor_bytes += t->data.size();
     Json index = {{"metadata", {{"total_size", tensor_bytes}}}, {"weight_map", weight_map}};
     DF11_RETURN_IF_ERROR(
-        WriteTextFile(dst / "model.safetensors.index.json", index.dump(2) + "\n"));
+        WriteTextFile(out.Add("model.safetensors.index.json"), index.dump(2) + "\n"));
   }
   Json config = Json::parse(model.config_json(), nullptr, false);
   config.erase(std::string(format::kConfigKey));
-  DF11_RETURN_IF_ERROR(WriteTextFile(dst / "config.json", config.dump(2) + "\n"));
-  DF11_RETURN_IF_ERROR(CopyFiles(model.dir(), dst, nullptr));
+  DF11_RETURN_IF_ERROR(WriteTextFile(out.Add("config.json"), config.dump(2) + "\n"));
+  DF11_RETURN_IF_ERROR(CopyFiles(model.dir(), out, nullptr));
+  out.Commit();
   return report;
 }
 

@@ -1,5 +1,6 @@
 // Synthetic BF16 weights with LLM-like statistics, for benchmarks, tests and the demo model.
-// Deterministic: the same seed gives the same values on every machine.
+// Deterministic for a given standard library: the same seed gives the same values wherever df11 is
+// built with libstdc++ (std::normal_distribution's algorithm is implementation-defined).
 #ifndef DF11_CODEC_SYNTHETIC_H_
 #define DF11_CODEC_SYNTHETIC_H_
 

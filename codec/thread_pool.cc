@@ -11,10 +11,9 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  start_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -28,8 +27,11 @@ void ThreadPool::WorkerLoop() {
     const std::function<void(size_t, size_t)>* fn;
     size_t n, grain;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      absl::MutexLock lock(&mu_);
+      auto ready = [this, &seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || generation_ != seen;
+      };
+      mu_.Await(absl::Condition(&ready));
       if (stop_) return;
       seen = generation_;
       fn = fn_;
@@ -37,23 +39,21 @@ void ThreadPool::WorkerLoop() {
       grain = grain_;
     }
     RunRanges(*fn, n, grain);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    absl::MutexLock lock(&mu_);
+    --pending_;
   }
 }
 
 void ThreadPool::ParallelFor(size_t n, size_t grain,
                              const std::function<void(size_t, size_t)>& fn) {
-  std::lock_guard<std::mutex> loop_lock(loop_mu_);
+  absl::MutexLock loop_lock(&loop_mu_);
   grain = std::max<size_t>(grain, 1);
   if (workers_.empty() || n <= grain) {
     for (size_t begin = 0; begin < n; begin += grain) fn(begin, std::min(n, begin + grain));
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     grain_ = grain;
@@ -61,10 +61,10 @@ void ThreadPool::ParallelFor(size_t n, size_t grain,
     pending_ = static_cast<int>(workers_.size());
     ++generation_;
   }
-  start_cv_.notify_all();
   RunRanges(fn, n, grain);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pending_ == 0; };
+  mu_.Await(absl::Condition(&done));
 }
 
 }  // namespace df11::codec

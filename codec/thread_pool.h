@@ -6,13 +6,14 @@
 #define DF11_CODEC_THREAD_POOL_H_
 
 #include <atomic>
-#include <condition_variable>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace df11::codec {
 
@@ -29,27 +30,26 @@ class ThreadPool {
 
   // Runs fn(begin, end) over [0, n) in ranges of `grain` (>= 1) items, in parallel; each thread
   // takes the next range when it finishes one, so a slower core gets less work. Returns when all
-  // ranges are done. Not reentrant: one loop at a time per pool (calls from several threads are
-  // serialised).
-  void ParallelFor(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& fn);
+  // ranges are done. `fn` must not throw. Not reentrant: one loop at a time per pool (calls from
+  // several threads are serialised).
+  void ParallelFor(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& fn)
+      ABSL_LOCKS_EXCLUDED(loop_mu_, mu_);
 
  private:
-  void WorkerLoop();
+  void WorkerLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Takes ranges of the current loop until none is left.
   void RunRanges(const std::function<void(size_t, size_t)>& fn, size_t n, size_t grain);
 
   std::vector<std::thread> workers_;
-  std::mutex loop_mu_;  // one ParallelFor at a time
-  std::mutex mu_;
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
-  const std::function<void(size_t, size_t)>* fn_ = nullptr;  // guarded by mu_
-  size_t n_ = 0;                                             // guarded by mu_
-  size_t grain_ = 1;                                         // guarded by mu_
-  std::atomic<size_t> next_{0};                              // next range start of the loop
-  uint64_t generation_ = 0;                                  // guarded by mu_
-  int pending_ = 0;                                          // guarded by mu_
-  bool stop_ = false;                                        // guarded by mu_
+  absl::Mutex loop_mu_;  // one ParallelFor at a time
+  absl::Mutex mu_;
+  const std::function<void(size_t, size_t)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  size_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t grain_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by each loop
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;          // workers still in the current loop
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<size_t> next_{0};  // start of the next unclaimed range of the current loop
 };
 
 }  // namespace df11::codec

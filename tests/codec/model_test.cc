@@ -4,6 +4,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
 
 #include "codec/model.h"
 #include "codec/safetensors.h"
@@ -213,6 +216,132 @@ TEST(Df11ModelTest, RefusesUnsupportedLayoutsAndCorruptUnits) {
   fs::rename(unit_file.string() + ".new", unit_file);
   EXPECT_THAT(Df11Model::Open(df11.string()),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("model.layers.0.gaps")));
+}
+
+}  // namespace
+}  // namespace df11::codec
+
+namespace df11::codec {
+namespace {
+
+using TensorCopies = std::vector<std::pair<TensorView, std::vector<std::byte>>>;
+
+// Rewrites the safetensors file `path` through `edit` (which may change, drop or add tensors),
+// with `metadata` instead of the file's own when given.
+void RewriteFile(const fs::path& path, const std::function<void(TensorCopies&)>& edit,
+                 std::optional<std::map<std::string, std::string>> new_metadata = std::nullopt) {
+  TensorCopies tensors;
+  std::map<std::string, std::string> metadata;
+  {
+    DF11_ASSERT_OK_AND_ASSIGN(SafetensorsFile file, SafetensorsFile::Open(path.string()));
+    metadata = file.metadata();
+    for (const TensorView& t : file.tensors()) {
+      tensors.emplace_back(t, std::vector<std::byte>(t.data.begin(), t.data.end()));
+    }
+  }
+  edit(tensors);
+  SafetensorsWriter writer;
+  for (auto& [t, bytes] : tensors) DF11_ASSERT_OK(writer.Add(t.name, t.dtype, t.shape, bytes));
+  writer.SetMetadata(new_metadata.value_or(metadata));
+  DF11_ASSERT_OK(writer.WriteFile(path.string()));
+}
+
+fs::path CompressedSmallModel(const std::string& name) {
+  const fs::path src = TempDir(name + "_src"), df11 = TempDir(name + "_df11");
+  EXPECT_THAT(tool::WriteSyntheticModel(src.string(), SmallSpec("qwen3")), ::df11::testing::IsOk());
+  EXPECT_THAT(CompressModel(src.string(), df11.string(), {}).status(), ::df11::testing::IsOk());
+  return df11;
+}
+
+// Regression: std::regex recursed per character of a tensor name and overflowed the stack.
+TEST(Df11ModelTest, AHugeTensorNameIsDataLossNotACrash) {
+  const fs::path df11 = CompressedSmallModel("longname");
+  SafetensorsWriter writer;
+  const std::byte one{1};
+  DF11_ASSERT_OK(writer.Add("model.layers." + std::string(300000, '0') + ".encoded_exponent",
+                            DType::kU8, {1}, std::span(&one, 1)));
+  DF11_ASSERT_OK(writer.WriteFile((df11 / "zz.safetensors").string()));
+  EXPECT_THAT(Df11Model::Open(df11.string()),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("byte limit")));
+}
+
+// Regression: a file holding two units gave its other tensors to both units' shards.
+TEST(Df11ModelTest, AFileWithTwoUnitsDecompressesToAValidCheckpoint) {
+  const fs::path src = TempDir("merged_src"), df11 = TempDir("merged_df11"),
+                 out = TempDir("merged_out");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(src.string(), SmallSpec("qwen3")));
+  DF11_ASSERT_OK(CompressModel(src.string(), df11.string(), {}).status());
+  // Move every tensor of model_layers_1 into model_layers_0's file.
+  TensorCopies moved;
+  {
+    DF11_ASSERT_OK_AND_ASSIGN(SafetensorsFile file,
+                              SafetensorsFile::Open((df11 / "model_layers_1.safetensors").string()));
+    for (const TensorView& t : file.tensors()) {
+      moved.emplace_back(t, std::vector<std::byte>(t.data.begin(), t.data.end()));
+    }
+  }
+  fs::remove(df11 / "model_layers_1.safetensors");
+  RewriteFile(df11 / "model_layers_0.safetensors", [&](auto& tensors) {
+    tensors.insert(tensors.end(), moved.begin(), moved.end());
+  });
+  DF11_ASSERT_OK_AND_ASSIGN(Df11Model model, Df11Model::Open(df11.string()));
+  DF11_ASSERT_OK(DecompressModel(model, out.string(), {}).status());
+  ExpectSameCheckpoint(src, out);
+}
+
+TEST(Df11ModelTest, OverflowingShapeMetadataIsDataLoss) {
+  const fs::path df11 = CompressedSmallModel("overflow");
+  // 4611686018427387905 * 4 wraps to 4 in 64 bits.
+  RewriteFile(df11 / "lm_head.safetensors", [](TensorCopies&) {},
+              std::map<std::string, std::string>{
+                  {"df11.weights", R"([["lm_head.weight", [4611686018427387905, 4]]])"}});
+  EXPECT_THAT(Df11Model::Open(df11.string()),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("does not fit its shape")));
+}
+
+// A decompression that fails half-way removes the shards it wrote.
+TEST(DecompressModelTest, FailureLeavesNoShardsBehind) {
+  const fs::path df11 = CompressedSmallModel("partial"), out = TempDir("partial_out");
+  // Corrupt the stream of the last unit (by path order), after other shards are written.
+  RewriteFile(df11 / "model_layers_2.safetensors", [](auto& tensors) {
+    for (auto& [t, bytes] : tensors) {
+      if (t.name == "model.layers.2.encoded_exponent") {
+        for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 64; ++i) bytes[i] ^= std::byte{0x5A};
+      }
+    }
+  });
+  DF11_ASSERT_OK_AND_ASSIGN(Df11Model model, Df11Model::Open(df11.string()));
+  EXPECT_THAT(DecompressModel(model, out.string(), {}), StatusIs(absl::StatusCode::kDataLoss));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
+  EXPECT_THAT(left, ::testing::IsEmpty());
+}
+
+TEST(CompressModelTest, ConfigWithoutTieKeyIsUntiedAndWeightFilesAreNotCopied) {
+  const fs::path src = TempDir("untied_src"), df11 = TempDir("untied_df11");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(src.string(), SmallSpec("llama")));
+  std::ifstream in(src / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  config.erase("tie_word_embeddings");  // transformers' default: untied
+  std::ofstream(src / "config.json") << config.dump();
+  std::ofstream(src / "pytorch_model.bin") << "old weights";
+  std::ofstream(src / "tokenizer.json") << "{}";
+  DF11_ASSERT_OK_AND_ASSIGN(CompressReport report, CompressModel(src.string(), df11.string(), {}));
+  EXPECT_EQ(report.units, 5);  // 3 layers + lm_head + embed_tokens
+  EXPECT_THAT(report.copied_files, ::testing::UnorderedElementsAre("generation_config.json",
+                                                                   "tokenizer.json"));
+  EXPECT_FALSE(fs::exists(df11 / "pytorch_model.bin"));
+}
+
+TEST(CompressModelTest, ConfigThatIsNotAnObjectIsInvalidArgument) {
+  const fs::path src = TempDir("array_src"), df11 = TempDir("array_df11");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(src.string(), SmallSpec("qwen3")));
+  std::ofstream(src / "config.json") << "[1]";
+  CompressOptions options;
+  DF11_ASSERT_OK_AND_ASSIGN(options.pattern_dict, ParsePatternDict(R"({"lm_head": []})"));
+  EXPECT_THAT(CompressModel(src.string(), df11.string(), options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a JSON object")));
+  EXPECT_FALSE(fs::exists(df11 / "lm_head.safetensors"));
 }
 
 }  // namespace

@@ -17,6 +17,10 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
   Args args;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
+    if (a == "-h" && bool_flags.count("help")) {
+      args.values_["help"] = "";
+      continue;
+    }
     if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
       args.positional_.push_back(a);
       continue;
@@ -68,8 +72,15 @@ Progress::Progress(std::string label) : label_(std::move(label)), tty_(isatty(ST
 Progress::~Progress() { Done(); }
 
 void Progress::Update(const std::string& item, uint64_t done, uint64_t total) {
-  if (!tty_) return;
   const int permille = total == 0 ? 1000 : static_cast<int>(1000 * done / total);
+  if (!tty_) {
+    // Logs (CI, nohup) get one line per tenth.
+    if (permille / 100 == last_permille_ / 100) return;
+    last_permille_ = permille;
+    std::fprintf(stderr, "%s: %3d%% %s / %s %s\n", label_.c_str(), permille / 10,
+                 HumanBytes(done).c_str(), HumanBytes(total).c_str(), item.c_str());
+    return;
+  }
   if (permille == last_permille_) return;
   last_permille_ = permille;
   constexpr int kWidth = 30;

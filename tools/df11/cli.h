@@ -23,8 +23,8 @@ inline constexpr int kExitMismatch = 3;  // verify: the data differs from what i
 // Command-line arguments: positionals, `--name value`, `--name=value` and boolean `--name`.
 class Args {
  public:
-  // `value_flags` take a value, `bool_flags` do not. kInvalidArgument for an unknown flag or a
-  // missing value.
+  // `value_flags` take a value, `bool_flags` do not ("-h" counts as --help when "help" is one).
+  // kInvalidArgument for an unknown flag or a missing value.
   static absl::StatusOr<Args> Parse(const std::vector<std::string>& argv,
                                     const std::set<std::string>& value_flags,
                                     const std::set<std::string>& bool_flags);
@@ -41,7 +41,7 @@ class Args {
   std::map<std::string, std::string> values_;
 };
 
-// A progress bar on stderr when it is a terminal; silent otherwise.
+// A progress bar on stderr when it is a terminal; otherwise one line per tenth of the work.
 class Progress {
  public:
   explicit Progress(std::string label);

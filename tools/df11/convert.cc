@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "codec/model.h"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
@@ -16,7 +17,9 @@ constexpr char kCompressHelp[] = R"(Usage: df11 compress SRC_DIR DST_DIR [--thre
 Compresses a Hugging Face model directory (config.json + BF16 safetensors, sharded or not) into
 DST_DIR in the official DFloat11 layout: config.json with dfloat11_config, one safetensors file per
 unit (model_layers_0.safetensors, lm_head.safetensors, ...), the other tensors unchanged in
-model.safetensors, tokenizer and other files copied.
+model.safetensors, tokenizer and other files copied (not weights in other formats such as
+*.bin or *.gguf, nor hidden or temporary files). On failure DST_DIR is left without the files
+written so far.
 
 The units come from the architecture (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: each
 decoder layer's q,k,v,o,gate,up,down; lm_head and embed_tokens unless the embeddings are tied), or
@@ -75,6 +78,9 @@ int RunCompress(const std::vector<std::string>& argv) {
               100.0 * after / std::max<uint64_t>(before, 1),
               16.0 * report->unit_stored_bytes / std::max<uint64_t>(report->unit_bf16_bytes, 1),
               HumanBytes(report->passthrough_bytes).c_str());
+  if (!report->copied_files.empty()) {
+    std::printf("copied: %s\n", absl::StrJoin(report->copied_files, ", ").c_str());
+  }
   return kExitOk;
 }
 

@@ -64,7 +64,8 @@ int RunInspect(const std::vector<std::string>& argv) {
   const std::string path = args->positional()[0];
   Totals totals;
   uint64_t passthrough = 0;
-  if (std::filesystem::is_directory(path)) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
     absl::StatusOr<codec::Df11Model> model = codec::Df11Model::Open(path);
     if (!model.ok()) return Fail("inspect", model.status());
     std::printf("%s: DF11 version %s, %zu units, %zu passthrough tensors\n", path.c_str(),

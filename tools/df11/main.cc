@@ -14,12 +14,14 @@ constexpr char kUsage[] = R"(df11: lossless DFloat11 (DF11) compression of BF16 
 Usage: df11 COMMAND [ARGS...]    (df11 COMMAND --help for details)
 
 Commands:
-  compress SRC_DIR DST_DIR      compress a Hugging Face BF16 model into the official DF11 layout
-  decompress DF11_DIR DST_DIR   decode a DF11 model back to BF16 safetensors
-  verify DF11_DIR [--against SRC_DIR]
+  compress SRC_DIR DST_DIR [--threads N] [--pattern-dict FILE]
+                                compress a Hugging Face BF16 model into the official DF11 layout
+  decompress DF11_DIR DST_DIR [--threads N]
+                                decode a DF11 model back to BF16 safetensors
+  verify DF11_DIR [--against SRC_DIR] [--threads N]
                                 decode everything, check the structure, compare with the source
   inspect PATH                  per-unit sizes, bits per weight, code lengths, LUT rows
-  bench [--mb N] [--threads N] [--json]
+  bench [--mb N] [--threads N] [--runs N] [--json]
                                 encode/decode speed on synthetic LLM-like weights
   synth DIR [options]           write a synthetic BF16 model (Qwen3, Qwen2 or Llama shapes)
   demo [DIR]                    synth, compress, verify and inspect a small model

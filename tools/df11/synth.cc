@@ -20,7 +20,7 @@ constexpr char kHelp[] = R"(Usage: df11 synth DIR [options]
 
 Writes a BF16 model with random weights (N(0, 0.02^2) for linear and embedding weights, ones for
 norms) and the config.json, tensor names and shapes of a Hugging Face checkpoint. Defaults give a
-small Qwen3-shaped model (about 27 MB).
+small Qwen3-shaped model (21 M parameters, 42 MB).
 
   --arch qwen3|qwen2|llama   architecture (default qwen3)
   --layers N                 decoder layers (default 4)

@@ -2,6 +2,7 @@
 // tensor by tensor (SHA-256) that the model decodes to a source checkpoint.
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -27,7 +28,8 @@ With --against SRC_DIR (the BF16 model it was made from), also proves tensor by 
 decoded model is SRC_DIR exactly: same names, dtypes and shapes, equal SHA-256 of the bytes, no
 tensor missing or extra.
 
-  --threads N   units verified at once (default: one per CPU)
+  --threads N   units verified at once (default: one per CPU); each holds two BF16 copies of
+                its unit in memory
 
 Exit status 0 when everything holds, 3 when a tensor differs, 1 on a corrupt or unreadable model.
 )";
@@ -148,6 +150,7 @@ int RunVerify(const std::vector<std::string>& argv) {
       if (!found) differences.push_back(absl::StrCat(name, ": in the source, missing from the model"));
     }
   }
+  std::sort(differences.begin(), differences.end());  // threads finish in any order
   for (const std::string& d : differences) std::printf("DIFFERS %s\n", d.c_str());
   std::printf("%s: %zu units (%llu weights) decoded by both decoders, %zu passthrough tensors",
               model->dir().c_str(), units.size(), static_cast<unsigned long long>(elements),
