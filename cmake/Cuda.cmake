@@ -21,9 +21,12 @@ if(NOT DF11_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90 90a-real)
     endif()
     enable_language(CUDA)
-    # CMake 3.25 does not know how to pass C++20 to nvcc 13; .cu files are C++17, and public headers
-    # that .cu files include stay C++17-clean.
-    set(CMAKE_CUDA_STANDARD 17)
+    # CMake 3.25 does not know that nvcc 13 compiles C++20; this shim tells it the flag, so .cu
+    # files are C++20 like the rest of the code.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+    set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(DF11_HAVE_CUDA ON)

@@ -32,6 +32,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/codec/gpu_emulation.h"
+#ifdef DF11_HAVE_CUDA
+#include "codec/cuda/device_unit.h"
+#include "codec/cuda/devices.h"
+#endif
 #include "tests/codec/test_data.h"
 #include "tests/testing/status_matchers.h"
 
@@ -68,6 +72,17 @@ const std::vector<DecoderUnderTest>& Decoders() {
       {"DecodeParallel(ThreadPool(3))",
        [](const Unit& u, std::span<uint16_t> out) { return DecodeParallel(u, out, pool); }},
       {"GPU decoder steps, emulated on the CPU", ::df11::testing::DecodeWithGpuStepsOnCpu},
+#ifdef DF11_HAVE_CUDA
+      {"GPU decoder (kernel)",
+       [](const Unit& u, std::span<uint16_t> out) -> absl::Status {
+         static const bool has_device = [] {
+           absl::StatusOr<std::vector<cuda::DeviceInfo>> d = cuda::ListDevices();
+           return d.ok() && !d->empty();
+         }();
+         if (!has_device) return absl::UnavailableError("no CUDA device");
+         return gpu::DecodeOnDevice(u, out);
+       }},
+#endif
   };
   return *decoders;
 }

@@ -1,0 +1,126 @@
+// The DF11 decode kernel: one CTA per 4096-byte block of a unit's stream, one thread per 32-byte
+// segment, many units per launch. The per-thread and per-block steps live in decode_steps.h, where
+// the CPU harness runs them too; this file holds the launch, the unit lookup and shared memory.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "codec/cuda/cuda_status.h"
+#include "codec/cuda/decode_steps.h"
+#include "codec/gpu_decoder.h"
+
+namespace df11::codec::gpu {
+namespace {
+
+// Shared memory of a CTA: the unit's multi-symbol table, its LUT rows and the block's exponents.
+constexpr size_t kTableSmemBytes = kTableEntries * sizeof(uint32_t);
+constexpr size_t kLutSmemBytes = kMaxLutRows * 256;
+constexpr size_t kSmemBytes = kTableSmemBytes + kLutSmemBytes + kMaxBlockElements;
+static_assert(kSmemBytes <= 48 * 1024, "stays within the default dynamic shared memory limit");
+// CTAs resident per SM with 45 KB of shared memory each on Hopper (228 KB per SM).
+constexpr int kCtasPerSm = 4;
+
+// Workspace: an error flag (first, so that CheckDecoded finds it without the unit count), the
+// unit views, and the first global block of each unit plus the total.
+struct Workspace {
+  static constexpr size_t kErrorOffset = 0;
+  static constexpr size_t kViewsOffset = 16;
+  static size_t PrefixOffset(size_t n) { return kViewsOffset + (n * sizeof(UnitView) + 15) / 16 * 16; }
+  static size_t Bytes(size_t n) { return PrefixOffset(n) + (n + 1) * sizeof(uint32_t); }
+};
+
+__global__ void __launch_bounds__(kSegmentsPerBlock)
+    decode_units_kernel(const UnitView* units, const uint32_t* first_block, uint32_t n_units,
+                        uint32_t* error) {
+  extern __shared__ uint32_t smem[];
+  uint32_t* table = smem;
+  uint8_t* luts = reinterpret_cast<uint8_t*>(smem + kTableEntries);
+  uint8_t* exps = luts + kLutSmemBytes;
+  const uint32_t total_blocks = first_block[n_units];
+  uint32_t loaded = n_units;  // no unit's tables in shared memory yet
+  for (uint32_t g = blockIdx.x; g < total_blocks; g += gridDim.x) {
+    uint32_t lo = 0, hi = n_units;  // the unit whose blocks contain g
+    while (hi - lo > 1) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (first_block[mid] <= g) lo = mid; else hi = mid;
+    }
+    const UnitView unit = units[lo];
+    if (lo != loaded) {  // uniform across the CTA
+      __syncthreads();
+      for (uint32_t i = threadIdx.x; i < kTableEntries; i += blockDim.x) table[i] = unit.table[i];
+      for (uint32_t i = threadIdx.x; i < unit.lut_rows * 256; i += blockDim.x) luts[i] = unit.luts[i];
+      __syncthreads();
+      loaded = lo;
+    }
+    const uint32_t b = g - first_block[lo];
+    if (!DecodeSegment(unit, table, luts, b, threadIdx.x, exps)) atomicOr(error, 1u);
+    __syncthreads();
+    JoinSlice(unit, b, exps, threadIdx.x, blockDim.x);
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+size_t DecodeWorkspaceBytes(size_t n_units) { return Workspace::Bytes(n_units); }
+
+absl::Status DecodeUnits(std::span<const UnitView> units, void* workspace, size_t workspace_bytes,
+                         StreamRef stream_ref) {
+  const size_t n = units.size();
+  if (n == 0) return absl::InvalidArgumentError("DecodeUnits: no units");
+  if (workspace_bytes < Workspace::Bytes(n)) {
+    return absl::InvalidArgumentError("DecodeUnits: workspace of " + std::to_string(workspace_bytes) +
+                                      " bytes; " + std::to_string(n) + " units need " +
+                                      std::to_string(Workspace::Bytes(n)));
+  }
+  // Host side: a small array of block offsets (the only allocation, on the host).
+  std::vector<uint32_t> first_block(n + 1, 0);
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    first_block[i] = static_cast<uint32_t>(total);
+    total += units[i].n_blocks;
+  }
+  if (total >= (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError("DecodeUnits: more than 2^32 blocks in one launch");
+  }
+  first_block[n] = static_cast<uint32_t>(total);
+  auto* base = static_cast<char*>(workspace);
+  auto stream = static_cast<cudaStream_t>(stream_ref);
+  DF11_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + Workspace::kViewsOffset, units.data(),
+                                            n * sizeof(UnitView), cudaMemcpyHostToDevice, stream));
+  DF11_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + Workspace::PrefixOffset(n), first_block.data(),
+                                            (n + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                            stream));
+  DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(base + Workspace::kErrorOffset, 0, sizeof(uint32_t), stream));
+  if (total == 0) return absl::OkStatus();
+  int device = 0, sms = 0;
+  DF11_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  DF11_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const uint64_t grid = std::min<uint64_t>(total, uint64_t(sms) * kCtasPerSm);
+  decode_units_kernel<<<static_cast<unsigned>(grid), kSegmentsPerBlock, kSmemBytes, stream>>>(
+      reinterpret_cast<const UnitView*>(base + Workspace::kViewsOffset),
+      reinterpret_cast<const uint32_t*>(base + Workspace::PrefixOffset(n)),
+      static_cast<uint32_t>(n), reinterpret_cast<uint32_t*>(base + Workspace::kErrorOffset));
+  DF11_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+absl::Status CheckDecoded(const void* workspace, StreamRef stream_ref) {
+  auto stream = static_cast<cudaStream_t>(stream_ref);
+  uint32_t error = 0;
+  DF11_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&error,
+                                            static_cast<const char*>(workspace) +
+                                                Workspace::kErrorOffset,
+                                            sizeof(error), cudaMemcpyDeviceToHost, stream));
+  DF11_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  if (error != 0) {
+    return absl::DataLossError(
+        "GPU decode: a thread's codes did not end where its unit's metadata says the next code "
+        "starts (corrupt stream or layout)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace df11::codec::gpu
