@@ -55,7 +55,8 @@ TEST(Df11CliTest, UsageErrorsExitWithTwo) {
 
 TEST(Df11CliTest, EveryCommandHasHelp) {
   for (const char* command :
-       {"compress", "decompress", "verify", "inspect", "bench", "synth", "demo", "devices"}) {
+       {"compress", "decompress", "verify", "inspect", "bench", "synth", "demo", "devices",
+        "gpu-bench"}) {
     Result r = Df11(std::string(command) + " --help");
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_THAT(r.output, HasSubstr("Usage: df11 " + std::string(command))) << command;

@@ -16,6 +16,7 @@ int RunBench(const std::vector<std::string>& args);
 int RunSynth(const std::vector<std::string>& args);
 int RunDemo(const std::vector<std::string>& args);
 int RunDevices(const std::vector<std::string>& args);
+int RunGpuBench(const std::vector<std::string>& args);
 
 }  // namespace df11::tool
 

@@ -26,6 +26,8 @@ Commands:
   synth DIR [options]           write a synthetic BF16 model (Qwen3, Qwen2 or Llama shapes)
   demo [DIR]                    synth, compress, verify and inspect a small model
   devices                       the CUDA devices this build can use
+  gpu-bench [--sizes 1,16,200] [--json]
+                                GPU decoder speed against a device copy, on the current GPU
 
 Exit codes: 0 success, 1 failure, 2 bad command line, 3 verify found a difference.
 )";
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   if (command == "synth") return RunSynth(args);
   if (command == "demo") return RunDemo(args);
   if (command == "devices") return RunDevices(args);
+  if (command == "gpu-bench") return RunGpuBench(args);
   std::fprintf(stderr, "df11: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return kExitUsage;
 }
