@@ -18,6 +18,10 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/codec/gpu_emulation.h"
+#ifdef DF11_HAVE_CUDA
+#include "codec/cuda/device_unit.h"
+#include "codec/cuda/devices.h"
+#endif
 #include "tests/testing/checkpoint_compare.h"
 #include "tests/testing/status_matchers.h"
 
@@ -77,6 +81,14 @@ TEST_P(OfficialUnitTest, DecodesBitExactlyWithEveryDecoder) {
   std::fill(parallel.begin(), parallel.end(), 0xFFFF);
   DF11_ASSERT_OK(::df11::testing::DecodeWithGpuStepsOnCpu(unit, parallel));
   EXPECT_EQ(parallel, expected);
+#ifdef DF11_HAVE_CUDA
+  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::ListDevices();
+  if (devices.ok() && !devices->empty()) {
+    std::fill(parallel.begin(), parallel.end(), 0xFFFF);
+    DF11_ASSERT_OK(gpu::DecodeOnDevice(unit, parallel));
+    EXPECT_EQ(parallel, expected);
+  }
+#endif
 }
 
 TEST_P(OfficialUnitTest, EncoderReproducesTheOfficialBytes) {
