@@ -154,7 +154,8 @@ absl::Status DecodeBlocks(const Unit& unit, const MultiSymbolTable& table, size_
                           size_t end, std::span<uint16_t> out) {
   // The largest block decodes 32768 exponents; 8 bytes of slack for whole-entry stores.
   constexpr size_t kRoom = format::kBitsPerBlock + 8;
-  std::vector<uint8_t> scratch(2 * kRoom);
+  // Per thread, kept across calls: a range of blocks is too short to pay for a fresh buffer.
+  thread_local std::vector<uint8_t> scratch(2 * kRoom);
   uint8_t* exps[2] = {scratch.data(), scratch.data() + kRoom};
   for (size_t b = begin; b < end; b += 2) {
     if (b + 1 < end) {
