@@ -1,0 +1,263 @@
+#include "daemon/runtime/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+
+namespace df11::runtime {
+namespace {
+
+inline float Bf16ToFloat(uint16_t v) {
+  const uint32_t bits = uint32_t{v} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+void Bf16ToFloat(const uint16_t* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
+}
+
+// transformers' RMSNorm in fp32: x * rsqrt(mean(x^2) + eps), then times the weight.
+void RmsNorm(const float* x, const uint16_t* weight, int64_t n, double eps, float* out) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * x[i];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + static_cast<float>(eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(weight[i]) * (x[i] * scale);
+}
+
+// The rotary inverse frequencies, in fp32 as transformers computes them (modeling_rope_utils).
+std::vector<float> InverseFrequencies(const ModelConfig& c) {
+  const int64_t d = c.head_dim;
+  std::vector<float> inv(d / 2);
+  for (int64_t i = 0; i < d / 2; ++i) {
+    inv[i] = 1.0f / std::pow(static_cast<float>(c.rope.theta),
+                             static_cast<float>(2 * i) / static_cast<float>(d));
+  }
+  const RopeConfig& r = c.rope;
+  if (r.type == RopeConfig::Type::kLinear) {
+    for (float& f : inv) f /= static_cast<float>(r.factor);
+  } else if (r.type == RopeConfig::Type::kLlama3) {
+    const float factor = static_cast<float>(r.factor);
+    const float low = static_cast<float>(r.low_freq_factor);
+    const float high = static_cast<float>(r.high_freq_factor);
+    const float original = static_cast<float>(r.original_max_position_embeddings);
+    const float low_wavelen = original / low;
+    const float high_wavelen = original / high;
+    for (float& f : inv) {
+      const float wavelen = 2.0f * static_cast<float>(M_PI) / f;
+      if (wavelen > low_wavelen) {
+        f = f / factor;
+      } else if (wavelen >= high_wavelen) {  // medium frequencies: smoothed
+        const float smooth = (original / wavelen - low) / (high - low);
+        f = (1.0f - smooth) * f / factor + smooth * f;
+      }
+    }
+  }
+  return inv;
+}
+
+// Rotates each head of `x` (heads x d) for position `pos`: the half-split ("NEOX") layout.
+void ApplyRope(float* x, int64_t heads, int64_t d, int64_t pos, const std::vector<float>& inv) {
+  const int64_t half = d / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * inv[i];
+    const float cos = std::cos(angle), sin = std::sin(angle);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + h * d;
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cos - b * sin;
+      v[i + half] = b * cos + a * sin;
+    }
+  }
+}
+
+inline float Silu(float z) { return z / (1.0f + std::exp(-z)); }
+
+}  // namespace
+
+KvCache::KvCache(const ModelConfig& config, int64_t capacity)
+    : layers_(config.num_layers),
+      capacity_(capacity),
+      row_(config.num_kv_heads * config.head_dim),
+      data_per_layer_(capacity * config.num_kv_heads * config.head_dim),
+      keys_(layers_ * data_per_layer_),
+      values_(layers_ * data_per_layer_) {}
+
+CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+
+void CpuBackend::Linear(const uint16_t* w, const uint16_t* bias, int64_t out, int64_t in,
+                        const float* x, int64_t rows, float* y) {
+  // Many rows: one fp32 copy of W and sgemm. Few rows (decode): each W row converted once and
+  // used for every input row, rows of W split over the threads.
+  constexpr int64_t kGemmRows = 8;
+  if (rows >= kGemmRows) {
+    weights_f32_.resize(out * in);
+    pool_.ParallelFor(out, 64, [&](size_t b, size_t e) {
+      Bf16ToFloat(w + b * in, weights_f32_.data() + b * in, (e - b) * in);
+    });
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+                static_cast<int>(out), static_cast<int>(in), 1.0f, x, static_cast<int>(in),
+                weights_f32_.data(), static_cast<int>(in), 0.0f, y, static_cast<int>(out));
+  } else {
+    pool_.ParallelFor(out, 16, [&](size_t b, size_t e) {
+      thread_local std::vector<float> row;
+      row.resize(in);
+      for (size_t o = b; o < e; ++o) {
+        Bf16ToFloat(w + o * in, row.data(), in);
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* xr = x + r * in;
+          float sum = 0;
+          for (int64_t i = 0; i < in; ++i) sum += row[i] * xr[i];
+          y[r * out + o] = sum;
+        }
+      }
+    });
+  }
+  if (bias != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t o = 0; o < out; ++o) y[r * out + o] += Bf16ToFloat(bias[o]);
+    }
+  }
+}
+
+void CpuBackend::Attention(const ModelConfig& c, int64_t layer, const SequenceStep& step,
+                           int64_t first_row, const float* q, float* out) {
+  const int64_t nh = c.num_heads, d = c.head_dim, group = c.num_heads / c.num_kv_heads;
+  const int64_t n = static_cast<int64_t>(step.tokens.size());
+  const int64_t start = step.cache->length();  // position of the first new token
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  KvCache& cache = *step.cache;
+  pool_.ParallelFor(n * nh, 1, [&](size_t b, size_t e) {
+    thread_local std::vector<float> scores;
+    for (size_t task = b; task < e; ++task) {
+      const int64_t t = task / nh, h = task % nh, kvh = h / group;
+      const int64_t positions = start + t + 1;  // causal: keys 0 .. start + t
+      const float* qv = q + (first_row + t) * nh * d + h * d;
+      scores.resize(positions);
+      float max = -INFINITY;
+      for (int64_t j = 0; j < positions; ++j) {
+        const float* kv = cache.k(layer, j) + kvh * d;
+        float dot = 0;
+        for (int64_t i = 0; i < d; ++i) dot += qv[i] * kv[i];
+        scores[j] = dot * scale;
+        max = std::max(max, scores[j]);
+      }
+      double total = 0;
+      for (int64_t j = 0; j < positions; ++j) total += scores[j] = std::exp(scores[j] - max);
+      float* o = out + (first_row + t) * nh * d + h * d;
+      std::fill(o, o + d, 0.0f);
+      for (int64_t j = 0; j < positions; ++j) {
+        const float p = static_cast<float>(scores[j] / total);
+        const float* vv = cache.v(layer, j) + kvh * d;
+        for (int64_t i = 0; i < d; ++i) o[i] += p * vv[i];
+      }
+    }
+  });
+}
+
+absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceStep> batch,
+                                 std::span<float> logits) {
+  const ModelConfig& c = model.config();
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  if (batch.empty()) return absl::InvalidArgumentError("Forward: empty batch");
+  if (logits.size() < batch.size() * static_cast<size_t>(V)) {
+    return absl::InvalidArgumentError(absl::StrCat("Forward: logits hold ", logits.size(),
+                                                   " values; ", batch.size(), " sequences need ",
+                                                   batch.size() * V));
+  }
+  int64_t rows = 0;
+  for (const SequenceStep& s : batch) {
+    if (s.tokens.empty()) return absl::InvalidArgumentError("Forward: a sequence without tokens");
+    for (int32_t t : s.tokens) {
+      if (t < 0 || t >= V) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token id ", t, " is outside the vocabulary of ", V));
+      }
+    }
+    if (s.cache->length() + static_cast<int64_t>(s.tokens.size()) > s.cache->capacity()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the KV cache holds ", s.cache->capacity(), " positions; ", s.cache->length(),
+          " are used and ", s.tokens.size(), " more were given"));
+    }
+    rows += static_cast<int64_t>(s.tokens.size());
+  }
+  scratch_.resize(model.scratch_elements());
+  x_.resize(rows * H);
+  h_.resize(rows * H);
+  tmp_.resize(rows * std::max(H, V));
+  q_.resize(rows * nh * d);
+  k_.resize(rows * nkv * d);
+  v_.resize(rows * nkv * d);
+  attn_.resize(rows * nh * d);
+  gate_.resize(rows * I);
+  up_.resize(rows * I);
+  const std::vector<float> inv_freq = InverseFrequencies(c);
+
+  DF11_ASSIGN_OR_RETURN(const uint16_t* embedding, model.Embedding(scratch_, &pool_));
+  {
+    int64_t r = 0;
+    for (const SequenceStep& s : batch) {
+      for (int32_t t : s.tokens) Bf16ToFloat(embedding + int64_t{t} * H, x_.data() + H * r++, H);
+    }
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    DF11_ASSIGN_OR_RETURN(const LayerWeights w, model.Layer(l, scratch_, &pool_));
+    // Attention.
+    for (int64_t r = 0; r < rows; ++r) RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, &h_[r * H]);
+    Linear(w.q_proj, w.q_bias, nh * d, H, h_.data(), rows, q_.data());
+    Linear(w.k_proj, w.k_bias, nkv * d, H, h_.data(), rows, k_.data());
+    Linear(w.v_proj, w.v_bias, nkv * d, H, h_.data(), rows, v_.data());
+    int64_t r = 0;
+    for (const SequenceStep& s : batch) {
+      for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
+        float* qr = &q_[r * nh * d];
+        float* kr = &k_[r * nkv * d];
+        if (w.q_norm != nullptr) {  // Qwen3: per-head RMSNorm before RoPE
+          for (int64_t h = 0; h < nh; ++h) RmsNorm(qr + h * d, w.q_norm, d, c.rms_norm_eps, qr + h * d);
+          for (int64_t h = 0; h < nkv; ++h) RmsNorm(kr + h * d, w.k_norm, d, c.rms_norm_eps, kr + h * d);
+        }
+        const int64_t pos = s.cache->length() + static_cast<int64_t>(t);
+        ApplyRope(qr, nh, d, pos, inv_freq);
+        ApplyRope(kr, nkv, d, pos, inv_freq);
+        std::memcpy(s.cache->k(l, pos), kr, nkv * d * sizeof(float));
+        std::memcpy(s.cache->v(l, pos), &v_[r * nkv * d], nkv * d * sizeof(float));
+      }
+    }
+    r = 0;
+    for (const SequenceStep& s : batch) {
+      Attention(c, l, s, r, q_.data(), attn_.data());
+      r += static_cast<int64_t>(s.tokens.size());
+    }
+    Linear(w.o_proj, w.o_bias, H, nh * d, attn_.data(), rows, tmp_.data());
+    for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
+    // MLP.
+    for (r = 0; r < rows; ++r) {
+      RmsNorm(&x_[r * H], w.post_attention_norm, H, c.rms_norm_eps, &h_[r * H]);
+    }
+    Linear(w.gate_proj, w.gate_bias, I, H, h_.data(), rows, gate_.data());
+    Linear(w.up_proj, w.up_bias, I, H, h_.data(), rows, up_.data());
+    for (int64_t i = 0; i < rows * I; ++i) gate_[i] = Silu(gate_[i]) * up_[i];
+    Linear(w.down_proj, w.down_bias, H, I, gate_.data(), rows, tmp_.data());
+    for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
+  }
+  // The last new token of each sequence: final norm, then the output head.
+  int64_t r = 0, s_index = 0;
+  for (const SequenceStep& s : batch) {
+    r += static_cast<int64_t>(s.tokens.size());
+    RmsNorm(&x_[(r - 1) * H], model.final_norm(), H, c.rms_norm_eps, &h_[s_index * H]);
+    s.cache->length_ += static_cast<int64_t>(s.tokens.size());
+    ++s_index;
+  }
+  DF11_ASSIGN_OR_RETURN(const uint16_t* head, model.LmHead(scratch_, &pool_));
+  Linear(head, nullptr, V, H, h_.data(), static_cast<int64_t>(batch.size()), logits.data());
+  return absl::OkStatus();
+}
+
+}  // namespace df11::runtime

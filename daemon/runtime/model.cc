@@ -1,0 +1,242 @@
+#include "daemon/runtime/model.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codec/base/status_macros.h"
+#include "codec/decoder.h"
+#include "nlohmann/json.hpp"
+
+namespace df11::runtime {
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<bool> IsDf11Directory(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "config.json");
+  if (!in) return absl::NotFoundError(absl::StrCat(dir, " has no config.json"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("dfloat11_config");
+}
+
+// The names of layer i's tensors, in LayerWeights order; "" for tensors the config does not use.
+std::vector<std::string> LayerTensorNames(const ModelConfig& c, int64_t i) {
+  const std::string p = absl::StrCat("model.layers.", i, ".");
+  const bool qkv_bias = c.attention_bias;
+  const bool o_bias = c.attention_bias && c.architecture != Architecture::kQwen2;
+  const bool qk_norm = c.architecture == Architecture::kQwen3;
+  auto maybe = [](bool present, std::string name) { return present ? name : std::string(); };
+  return {p + "self_attn.q_proj.weight",
+          p + "self_attn.k_proj.weight",
+          p + "self_attn.v_proj.weight",
+          p + "self_attn.o_proj.weight",
+          p + "mlp.gate_proj.weight",
+          p + "mlp.up_proj.weight",
+          p + "mlp.down_proj.weight",
+          p + "input_layernorm.weight",
+          p + "post_attention_layernorm.weight",
+          maybe(qk_norm, p + "self_attn.q_norm.weight"),
+          maybe(qk_norm, p + "self_attn.k_norm.weight"),
+          maybe(qkv_bias, p + "self_attn.q_proj.bias"),
+          maybe(qkv_bias, p + "self_attn.k_proj.bias"),
+          maybe(qkv_bias, p + "self_attn.v_proj.bias"),
+          maybe(o_bias, p + "self_attn.o_proj.bias"),
+          maybe(c.mlp_bias, p + "mlp.gate_proj.bias"),
+          maybe(c.mlp_bias, p + "mlp.up_proj.bias"),
+          maybe(c.mlp_bias, p + "mlp.down_proj.bias")};
+}
+
+std::vector<std::vector<int64_t>> LayerTensorShapes(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, m = c.intermediate_size, d = c.head_dim;
+  const int64_t q = c.num_heads * d, kv = c.num_kv_heads * d;
+  return {{q, h}, {kv, h}, {kv, h}, {h, q}, {m, h}, {m, h}, {h, m}, {h}, {h}, {d}, {d},
+          {q},    {kv},   {kv},   {h},    {m},    {m},    {h}};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
+  std::unique_ptr<Model> model(new Model());
+  DF11_ASSIGN_OR_RETURN(model->config_, ReadModelConfig(dir));
+  DF11_ASSIGN_OR_RETURN(const bool df11, IsDf11Directory(dir));
+  if (df11) {
+    DF11_ASSIGN_OR_RETURN(codec::Df11Model m, codec::Df11Model::Open(dir));
+    model->df11_ = std::make_unique<codec::Df11Model>(std::move(m));
+  } else {
+    DF11_ASSIGN_OR_RETURN(codec::Checkpoint c, codec::Checkpoint::Open(dir));
+    model->checkpoint_ = std::make_unique<codec::Checkpoint>(std::move(c));
+  }
+  DF11_RETURN_IF_ERROR(model->Index());
+  return model;
+}
+
+absl::Status Model::Index() {
+  // Plain tensors (DF11 passthrough, or the whole checkpoint), BF16 only where the engine reads
+  // them; copied when the mapping is not 2-byte aligned.
+  auto add_plain = [this](const codec::TensorView* t) {
+    Source s;
+    s.shape = t->shape;
+    if (t->dtype == codec::DType::kBF16) {
+      if (reinterpret_cast<uintptr_t>(t->data.data()) % 2 == 0) {
+        s.data = reinterpret_cast<const uint16_t*>(t->data.data());
+      } else {
+        aligned_copies_.emplace_back(t->data.size() / 2);
+        std::memcpy(aligned_copies_.back().data(), t->data.data(), t->data.size());
+        s.data = aligned_copies_.back().data();
+      }
+    }
+    resident_bytes_ += t->data.size();
+    sources_[t->name] = std::move(s);
+  };
+  if (df11_ != nullptr) {
+    for (const auto& u : df11_->units()) {
+      const codec::UnitTensors& t = u.unit->tensors();
+      resident_bytes_ += t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
+                         t.output_positions.size() + t.gaps.size() +
+                         t.split_positions.size() * sizeof(int64_t);
+      size_t offset = 0;
+      for (size_t i = 0; i < u.weight_names.size(); ++i) {
+        Source s;
+        s.unit = &u;
+        s.offset = offset;
+        s.shape = u.shapes[i];
+        offset = i < u.split_positions->size() ? (*u.split_positions)[i] : u.unit->num_elements();
+        sources_[u.weight_names[i]] = std::move(s);
+      }
+    }
+    for (const codec::TensorView* t : df11_->passthrough()) add_plain(t);
+  } else {
+    for (const std::string& name : checkpoint_->TensorNames()) add_plain(checkpoint_->Find(name));
+  }
+
+  // Every tensor the architecture needs, with its shape; and the scratch each step needs.
+  const ModelConfig& c = config_;
+  const std::vector<std::vector<int64_t>> shapes = LayerTensorShapes(c);
+  auto units_elements = [this](std::span<const std::string> names) {
+    std::set<const codec::Df11Model::UnitEntry*> units;
+    for (const std::string& n : names) {
+      auto it = sources_.find(n);
+      if (!n.empty() && it != sources_.end() && it->second.unit != nullptr) units.insert(it->second.unit);
+    }
+    size_t total = 0;
+    for (const auto* u : units) total += u->unit->num_elements();
+    return total;
+  };
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::vector<std::string> names = LayerTensorNames(c, i);
+    for (size_t k = 0; k < names.size(); ++k) {
+      if (!names[k].empty()) DF11_RETURN_IF_ERROR(Find(names[k], shapes[k]).status());
+    }
+    scratch_elements_ = std::max(scratch_elements_, units_elements(names));
+  }
+  const std::string embed = "model.embed_tokens.weight";
+  DF11_RETURN_IF_ERROR(Find(embed, {c.vocab_size, c.hidden_size}).status());
+  scratch_elements_ = std::max(scratch_elements_, units_elements(std::span(&embed, 1)));
+  if (!c.tie_word_embeddings) {
+    const std::string head = "lm_head.weight";
+    DF11_RETURN_IF_ERROR(Find(head, {c.vocab_size, c.hidden_size}).status());
+    scratch_elements_ = std::max(scratch_elements_, units_elements(std::span(&head, 1)));
+  }
+  DF11_ASSIGN_OR_RETURN(const Source* norm, Find("model.norm.weight", {c.hidden_size}));
+  if (norm->data == nullptr) {
+    return absl::DataLossError("model.norm.weight must be a plain BF16 tensor, not in a DF11 unit");
+  }
+  final_norm_ = norm->data;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const Model::Source*> Model::Find(const std::string& name,
+                                                 std::vector<int64_t> shape) const {
+  auto it = sources_.find(name);
+  if (it == sources_.end()) {
+    return absl::DataLossError(absl::StrCat(config_.architecture_name, " needs ", name,
+                                            ", which the model does not have"));
+  }
+  const Source& s = it->second;
+  if (s.unit == nullptr && s.data == nullptr) {
+    return absl::DataLossError(absl::StrCat(name, " must be BF16"));
+  }
+  if (s.shape != shape) {
+    return absl::DataLossError(absl::StrCat(name, " has shape ", ShapeText(s.shape),
+                                            "; the config implies ", ShapeText(shape)));
+  }
+  return &s;
+}
+
+absl::Status Model::Resolve(std::span<const std::string> names, std::span<const uint16_t**> out,
+                            std::span<uint16_t> scratch, codec::ThreadPool* pool) const {
+  // Each DF11 unit the names touch is decoded once, into consecutive scratch regions.
+  std::map<const codec::Df11Model::UnitEntry*, size_t> decoded;  // unit -> scratch offset
+  size_t used = 0;
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (names[k].empty()) {
+      *out[k] = nullptr;
+      continue;
+    }
+    const Source& s = sources_.at(names[k]);
+    if (s.unit == nullptr) {
+      *out[k] = s.data;
+      continue;
+    }
+    auto [it, fresh] = decoded.emplace(s.unit, used);
+    if (fresh) {
+      const size_t n = s.unit->unit->num_elements();
+      if (used + n > scratch.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("scratch of ", scratch.size(),
+                                                       " elements; the model needs ",
+                                                       scratch_elements_));
+      }
+      DF11_RETURN_IF_ERROR(codec::DecodeParallel(*s.unit->unit, scratch.subspan(used, n), pool));
+      used += n;
+    }
+    *out[k] = scratch.data() + it->second + s.offset;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LayerWeights> Model::Layer(int64_t i, std::span<uint16_t> scratch,
+                                          codec::ThreadPool* pool) const {
+  if (i < 0 || i >= config_.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("layer ", i, " of ", config_.num_layers));
+  }
+  LayerWeights w;
+  const uint16_t** slots[] = {&w.q_proj,     &w.k_proj,     &w.v_proj,    &w.o_proj,
+                              &w.gate_proj,  &w.up_proj,    &w.down_proj, &w.input_norm,
+                              &w.post_attention_norm, &w.q_norm, &w.k_norm, &w.q_bias,
+                              &w.k_bias,     &w.v_bias,     &w.o_bias,    &w.gate_bias,
+                              &w.up_bias,    &w.down_bias};
+  const std::vector<std::string> names = LayerTensorNames(config_, i);
+  DF11_RETURN_IF_ERROR(Resolve(names, slots, scratch, pool));
+  return w;
+}
+
+absl::StatusOr<const uint16_t*> Model::Embedding(std::span<uint16_t> scratch,
+                                                 codec::ThreadPool* pool) const {
+  const std::string name = "model.embed_tokens.weight";
+  const uint16_t* data = nullptr;
+  const uint16_t** slot = &data;
+  DF11_RETURN_IF_ERROR(Resolve(std::span(&name, 1), std::span(&slot, 1), scratch, pool));
+  return data;
+}
+
+absl::StatusOr<const uint16_t*> Model::LmHead(std::span<uint16_t> scratch,
+                                              codec::ThreadPool* pool) const {
+  if (config_.tie_word_embeddings) return Embedding(scratch, pool);
+  const std::string name = "lm_head.weight";
+  const uint16_t* data = nullptr;
+  const uint16_t** slot = &data;
+  DF11_RETURN_IF_ERROR(Resolve(std::span(&name, 1), std::span(&slot, 1), scratch, pool));
+  return data;
+}
+
+}  // namespace df11::runtime

@@ -1,0 +1,101 @@
+// A model's weights resident in host memory for the CPU backend, in the engine's per-block shape:
+// DF11 units stay compressed and are decoded one block at a time into caller-owned scratch; a
+// plain BF16 checkpoint is used in place (mapped).
+//
+//   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load("Qwen3-8B-DF11", &pool));
+//   std::vector<uint16_t> scratch(model->scratch_elements());
+//   DF11_ASSIGN_OR_RETURN(LayerWeights w, model->Layer(3, scratch, &pool));
+#ifndef DF11_DAEMON_RUNTIME_MODEL_H_
+#define DF11_DAEMON_RUNTIME_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codec/model.h"
+#include "codec/safetensors.h"
+#include "codec/thread_pool.h"
+#include "daemon/runtime/model_config.h"
+
+namespace df11::runtime {
+
+// BF16 views of one decoder layer. Matrices are [out, in] row-major. Pointers into a DF11 model's
+// scratch stay valid until the scratch is reused; optional tensors are nullptr when absent.
+struct LayerWeights {
+  const uint16_t* q_proj = nullptr;
+  const uint16_t* k_proj = nullptr;
+  const uint16_t* v_proj = nullptr;
+  const uint16_t* o_proj = nullptr;
+  const uint16_t* gate_proj = nullptr;
+  const uint16_t* up_proj = nullptr;
+  const uint16_t* down_proj = nullptr;
+  const uint16_t* input_norm = nullptr;
+  const uint16_t* post_attention_norm = nullptr;
+  const uint16_t* q_norm = nullptr;  // Qwen3
+  const uint16_t* k_norm = nullptr;  // Qwen3
+  const uint16_t* q_bias = nullptr;  // Qwen2, attention_bias
+  const uint16_t* k_bias = nullptr;
+  const uint16_t* v_bias = nullptr;
+  const uint16_t* o_bias = nullptr;  // Llama attention_bias
+  const uint16_t* gate_bias = nullptr;  // Llama mlp_bias
+  const uint16_t* up_bias = nullptr;
+  const uint16_t* down_bias = nullptr;
+};
+
+class Model {
+ public:
+  // Loads a DF11 directory (config.json with dfloat11_config) or a BF16 Hugging Face checkpoint.
+  // Checks every tensor the architecture needs: present once, BF16, with the shape the config
+  // implies. Errors: those of ReadModelConfig, codec::Df11Model::Open and codec::Checkpoint::Open;
+  // kDataLoss naming a missing, mistyped or misshapen tensor.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir);
+
+  const ModelConfig& config() const { return config_; }
+  bool is_df11() const { return df11_ != nullptr; }
+
+  // Scratch (BF16 elements) that Layer, Embedding and LmHead need: the largest set of units one
+  // of them decodes. 0 for BF16 checkpoints. Shared by all models of an engine.
+  size_t scratch_elements() const { return scratch_elements_; }
+  // Resident bytes: compressed units plus passthrough tensors (DF11), or the checkpoint's tensors.
+  uint64_t resident_bytes() const { return resident_bytes_; }
+
+  // Decoder layer i (decoding its DF11 units into `scratch` on `pool`). kDataLoss from the decoder.
+  absl::StatusOr<LayerWeights> Layer(int64_t i, std::span<uint16_t> scratch,
+                                     codec::ThreadPool* pool) const;
+  // The embedding [vocab, hidden] and the output head [vocab, hidden] (the embedding when tied).
+  absl::StatusOr<const uint16_t*> Embedding(std::span<uint16_t> scratch, codec::ThreadPool* pool) const;
+  absl::StatusOr<const uint16_t*> LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool) const;
+  const uint16_t* final_norm() const { return final_norm_; }
+
+ private:
+  // Where a weight lives: a plain tensor, or a piece of a DF11 unit.
+  struct Source {
+    const uint16_t* data = nullptr;                       // plain tensor
+    const codec::Df11Model::UnitEntry* unit = nullptr;    // or a unit ...
+    size_t offset = 0;                                    // ... and the piece's first element
+    std::vector<int64_t> shape;
+  };
+  Model() = default;
+  absl::Status Index();
+  absl::StatusOr<const Source*> Find(const std::string& name, std::vector<int64_t> shape) const;
+  // Resolves `names` (null entries skipped), decoding the units they need into `scratch`.
+  absl::Status Resolve(std::span<const std::string> names, std::span<const uint16_t**> out,
+                       std::span<uint16_t> scratch, codec::ThreadPool* pool) const;
+
+  ModelConfig config_;
+  std::unique_ptr<codec::Df11Model> df11_;
+  std::unique_ptr<codec::Checkpoint> checkpoint_;
+  std::map<std::string, Source> sources_;
+  std::vector<std::vector<uint16_t>> aligned_copies_;  // tensors whose mapping is misaligned
+  const uint16_t* final_norm_ = nullptr;
+  size_t scratch_elements_ = 0;
+  uint64_t resident_bytes_ = 0;
+};
+
+}  // namespace df11::runtime
+
+#endif  // DF11_DAEMON_RUNTIME_MODEL_H_

@@ -1,0 +1,179 @@
+// The CPU engine against Hugging Face transformers: tiny random Llama-3, Qwen2 and Qwen3 models
+// (tests/data/engine, made by tools/make_engine_goldens.py), compressed here with df11's own
+// compressor, must give transformers' next-token logits (relative L2 <= 1e-3, fp32 compute on
+// both sides) and its 32 greedy tokens, from the DF11 directory as from the BF16 one.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "codec/model.h"
+#include "daemon/runtime/cpu_backend.h"
+#include "daemon/runtime/model.h"
+#include "daemon/runtime/model_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/status_matchers.h"
+
+namespace df11::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using ::df11::testing::StatusIs;
+using ::testing::HasSubstr;
+
+fs::path EngineData() {
+  const char* dir = std::getenv("DF11_TEST_DATA");
+  return fs::path(dir != nullptr ? dir : DF11_SOURCE_DIR "/tests/data") / "engine";
+}
+
+const nlohmann::json& Goldens() {
+  static const nlohmann::json* goldens = [] {
+    std::ifstream in(EngineData() / "goldens.json");
+    return new nlohmann::json(nlohmann::json::parse(in));
+  }();
+  return *goldens;
+}
+
+// The DF11 directory of model `name`, compressed once per test program.
+fs::path Df11Dir(const std::string& name) {
+  const fs::path dst = fs::path(::testing::TempDir()) / ("engine_" + name + "_df11");
+  if (!fs::exists(dst / "config.json")) {
+    fs::remove_all(dst);
+    EXPECT_TRUE(codec::CompressModel((EngineData() / name).string(), dst.string(), {}).ok());
+  }
+  return dst;
+}
+
+double RelativeL2(const std::vector<float>& a, const std::vector<double>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+int32_t Argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+struct Generation {
+  std::vector<float> logits;      // after the prompt
+  std::vector<int32_t> greedy;    // 32 tokens
+};
+
+Generation Generate(CpuBackend& backend, const Model& model, const std::vector<int32_t>& prompt) {
+  Generation run;
+  const int64_t V = model.config().vocab_size;
+  KvCache cache(model.config(), 128);
+  run.logits.resize(V);
+  SequenceStep step{&cache, prompt};
+  EXPECT_THAT(backend.Forward(model, std::span(&step, 1), run.logits), ::df11::testing::IsOk());
+  std::vector<float> logits = run.logits;
+  for (int i = 0; i < 32; ++i) {
+    const int32_t next = Argmax(logits);
+    run.greedy.push_back(next);
+    const int32_t token[] = {next};
+    SequenceStep s{&cache, token};
+    EXPECT_THAT(backend.Forward(model, std::span(&s, 1), logits), ::df11::testing::IsOk());
+  }
+  return run;
+}
+
+class EngineGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineGoldenTest, MatchesTransformersFromDf11AndBf16) {
+  const std::string name = GetParam();
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> bf16, Model::Load((EngineData() / name).string()));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> df11, Model::Load(Df11Dir(name).string()));
+  EXPECT_FALSE(bf16->is_df11());
+  EXPECT_TRUE(df11->is_df11());
+  EXPECT_GT(df11->scratch_elements(), 0u);
+  EXPECT_LT(df11->resident_bytes(), bf16->resident_bytes());
+  CpuBackend backend(2);
+  for (const auto& c : Goldens()["models"][name]) {
+    const std::vector<int32_t> prompt = c["prompt"].get<std::vector<int32_t>>();
+    SCOPED_TRACE(::testing::Message() << "prompt of " << prompt.size() << " tokens");
+    const std::vector<double> expected = c["next_token_logits"].get<std::vector<double>>();
+    const std::vector<int32_t> greedy = c["greedy"].get<std::vector<int32_t>>();
+    const Generation from_df11 = Generate(backend, *df11, prompt);
+    const Generation from_bf16 = Generate(backend, *bf16, prompt);
+    EXPECT_LE(RelativeL2(from_df11.logits, expected), 1e-3);
+    EXPECT_EQ(from_df11.greedy, greedy);
+    // The same weight bits through the same arithmetic: identical logits.
+    EXPECT_EQ(from_df11.logits, from_bf16.logits);
+    EXPECT_EQ(from_bf16.greedy, greedy);
+  }
+}
+
+TEST_P(EngineGoldenTest, BatchedSequencesMatchSingleSequences) {
+  const std::string name = GetParam();
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> model, Model::Load(Df11Dir(name).string()));
+  const int64_t V = model->config().vocab_size;
+  CpuBackend backend(2);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& c : Goldens()["models"][name]) prompts.push_back(c["prompt"].get<std::vector<int32_t>>());
+  std::vector<KvCache> caches;
+  for (size_t i = 0; i < prompts.size(); ++i) caches.emplace_back(model->config(), 64);
+  std::vector<SequenceStep> steps;
+  for (size_t i = 0; i < prompts.size(); ++i) steps.push_back({&caches[i], prompts[i]});
+  std::vector<float> logits(prompts.size() * V);
+  DF11_ASSERT_OK(backend.Forward(*model, steps, logits));
+  size_t i = 0;
+  for (const auto& c : Goldens()["models"][name]) {
+    const std::vector<double> expected = c["next_token_logits"].get<std::vector<double>>();
+    std::vector<float> mine(logits.begin() + i * V, logits.begin() + (i + 1) * V);
+    EXPECT_LE(RelativeL2(mine, expected), 1e-3) << "sequence " << i;
+    ++i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, EngineGoldenTest,
+                         ::testing::Values("llama3", "qwen2", "qwen3"));
+
+TEST(CpuBackendTest, RejectsBadSteps) {
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> model,
+                            Model::Load((EngineData() / "qwen3").string()));
+  CpuBackend backend(1);
+  KvCache cache(model->config(), 4);
+  std::vector<float> logits(model->config().vocab_size);
+  const int32_t out_of_range[] = {static_cast<int32_t>(model->config().vocab_size)};
+  SequenceStep bad{&cache, out_of_range};
+  EXPECT_THAT(backend.Forward(*model, std::span(&bad, 1), logits),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("outside the vocabulary")));
+  const int32_t five[] = {1, 2, 3, 4, 5};
+  SequenceStep too_long{&cache, five};
+  EXPECT_THAT(backend.Forward(*model, std::span(&too_long, 1), logits),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds 4 positions")));
+  EXPECT_EQ(cache.length(), 0);
+}
+
+TEST(ModelConfigTest, BothRopeSpellingsAndUnsupportedArchitectures) {
+  const std::string legacy = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10,
+      "rope_theta": 500000.0, "rope_scaling": {"type": "llama3", "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+      "eos_token_id": [2, 3]})";
+  const std::string v5 = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10,
+      "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+      "eos_token_id": 2})";
+  DF11_ASSERT_OK_AND_ASSIGN(ModelConfig a, ParseModelConfig(legacy, R"({"eos_token_id": [3, 4]})"));
+  DF11_ASSERT_OK_AND_ASSIGN(ModelConfig b, ParseModelConfig(v5, ""));
+  EXPECT_EQ(a.rope.type, RopeConfig::Type::kLlama3);
+  EXPECT_EQ(b.rope.type, RopeConfig::Type::kLlama3);
+  EXPECT_EQ(a.rope.theta, 500000.0);
+  EXPECT_EQ(b.rope.theta, 500000.0);
+  EXPECT_EQ(a.head_dim, 16);
+  EXPECT_EQ(a.eos_token_ids, (std::vector<int32_t>{2, 3, 4}));
+  EXPECT_THAT(ParseModelConfig(R"({"architectures": ["GPT2LMHeadModel"]})", ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Qwen3ForCausalLM")));
+  EXPECT_THAT(ParseModelConfig(R"({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64})", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("intermediate_size")));
+}
+
+}  // namespace
+}  // namespace df11::runtime
