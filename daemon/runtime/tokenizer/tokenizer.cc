@@ -1,0 +1,512 @@
+// Loading tokenizer.json and the encode / decode pipelines (tokenizers' tokenizer/mod.rs
+// `encode_single_sequence` and `decode`). The pieces live in bpe.cc, regex_split.cc,
+// added_vocabulary.cc and text_util.cc.
+#include "daemon/runtime/tokenizer/tokenizer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+#include "daemon/runtime/tokenizer/added_vocabulary.h"
+#include "daemon/runtime/tokenizer/bpe.h"
+#include "daemon/runtime/tokenizer/json_fields.h"
+#include "daemon/runtime/tokenizer/regex_split.h"
+#include "daemon/runtime/tokenizer/text_util.h"
+
+namespace df11::runtime {
+
+using tokenizer_internal::AddedSplit;
+using tokenizer_internal::AddedToken;
+using tokenizer_internal::AddedTokenMatcher;
+using tokenizer_internal::BpeModel;
+using tokenizer_internal::FindField;
+using tokenizer_internal::Json;
+using tokenizer_internal::Malformed;
+using tokenizer_internal::RegexSplitter;
+using tokenizer_internal::Unsupported;
+
+namespace {
+
+constexpr char kSupportedNormalizers[] = "null, NFC, Sequence of NFC";
+constexpr char kSupportedPreTokenizers[] =
+    "Split (Regex or String pattern, behavior Isolated, invert false) and ByteLevel "
+    "(add_prefix_space false), alone or as a Sequence ending with one ByteLevel";
+constexpr char kSupportedDecoders[] = "ByteLevel";
+constexpr char kSupportedPostProcessors[] =
+    "null, ByteLevel, TemplateProcessing (special tokens around $A), Sequence of these";
+
+// The GPT-2 split that ByteLevel applies when use_regex is true (pre_tokenizers/byte_level.rs RE).
+constexpr char kGpt2Pattern[] =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  BpeModel bpe;
+  bool nfc = false;
+  // Split pre-tokenizers in order; the ByteLevel byte mapping happens inside BpeModel.
+  std::vector<RegexSplitter> splitters;
+  std::vector<AddedToken> added;         // by index, as the matchers report them
+  AddedTokenMatcher raw_matcher;         // normalized=false tokens, matched in the input
+  AddedTokenMatcher normalized_matcher;  // normalized=true tokens, matched after normalization
+  absl::flat_hash_map<std::string, int32_t> added_ids;  // content -> id
+  std::vector<int32_t> prefix_ids, suffix_ids;          // post-processor template around $A
+  // Per id: the token string decode uses (empty for ids of no token), and flags.
+  std::vector<std::string> id_text;
+  std::vector<bool> id_present;
+  std::vector<bool> id_special;
+
+  absl::Status ParseNormalizer(const Json& root);
+  absl::Status ParsePreTokenizer(const Json& root);
+  absl::Status ParsePostProcessor(const Json& root);
+  absl::Status ParseTemplate(const Json& v, const std::string& path);
+  absl::Status ParseAddedTokens(const Json& root);
+  void BuildIdTables();
+
+  absl::Status EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const;
+  absl::Status EncodeNormalized(std::string_view piece, std::vector<int32_t>* ids) const;
+};
+
+absl::Status Tokenizer::Impl::ParseNormalizer(const Json& root) {
+  const Json* v = FindField(root, "normalizer");
+  if (v == nullptr) return absl::OkStatus();
+  DF11_ASSIGN_OR_RETURN(const std::string type,
+                        tokenizer_internal::ComponentType(*v, "normalizer"));
+  if (type == "NFC") {
+    nfc = true;
+    return absl::OkStatus();
+  }
+  if (type == "Sequence") {
+    const Json* list = FindField(*v, "normalizers");
+    if (list == nullptr || !list->is_array()) {
+      return Malformed("normalizer.normalizers", "expected an array");
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      const std::string path = absl::StrCat("normalizer.normalizers[", i, "]");
+      DF11_ASSIGN_OR_RETURN(const std::string t,
+                            tokenizer_internal::ComponentType((*list)[i], path));
+      if (t != "NFC")
+        return Unsupported(path, absl::StrCat("type \"", t, "\""), kSupportedNormalizers);
+      nfc = true;  // NFC is idempotent: a run of NFCs is one
+    }
+    return absl::OkStatus();
+  }
+  return Unsupported("normalizer", absl::StrCat("type \"", type, "\""), kSupportedNormalizers);
+}
+
+absl::Status Tokenizer::Impl::ParsePreTokenizer(const Json& root) {
+  const Json* v = FindField(root, "pre_tokenizer");
+  if (v == nullptr) return Unsupported("pre_tokenizer", "null", kSupportedPreTokenizers);
+  DF11_ASSIGN_OR_RETURN(const std::string type,
+                        tokenizer_internal::ComponentType(*v, "pre_tokenizer"));
+  std::vector<std::pair<const Json*, std::string>> steps;
+  if (type == "Sequence") {
+    const Json* list = FindField(*v, "pretokenizers");
+    if (list == nullptr || !list->is_array()) {
+      return Malformed("pre_tokenizer.pretokenizers", "expected an array");
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      steps.emplace_back(&(*list)[i], absl::StrCat("pre_tokenizer.pretokenizers[", i, "]"));
+    }
+  } else {
+    steps.emplace_back(v, "pre_tokenizer");
+  }
+  bool byte_level = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& [step, path] = steps[i];
+    DF11_ASSIGN_OR_RETURN(const std::string t, tokenizer_internal::ComponentType(*step, path));
+    if (byte_level) {
+      return Unsupported(path, absl::StrCat("type \"", t, "\" after ByteLevel"),
+                         kSupportedPreTokenizers);
+    }
+    if (t == "Split") {
+      const Json* pattern = FindField(*step, "pattern");
+      if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1) {
+        return Malformed(absl::StrCat(path, ".pattern"),
+                         "expected {\"Regex\": ...} or {\"String\": ...}");
+      }
+      const bool literal = pattern->contains("String");
+      if (!literal && !pattern->contains("Regex")) {
+        return Malformed(absl::StrCat(path, ".pattern"),
+                         "expected {\"Regex\": ...} or {\"String\": ...}");
+      }
+      DF11_ASSIGN_OR_RETURN(const std::string text, tokenizer_internal::RequiredString(
+                                                        *pattern, literal ? "String" : "Regex",
+                                                        absl::StrCat(path, ".pattern")));
+      DF11_ASSIGN_OR_RETURN(const std::string behavior,
+                            tokenizer_internal::RequiredString(*step, "behavior", path));
+      if (behavior != "Isolated") {
+        return Unsupported(absl::StrCat(path, ".behavior"), absl::StrCat("\"", behavior, "\""),
+                           kSupportedPreTokenizers);
+      }
+      const Json* invert = FindField(*step, "invert");
+      if (invert == nullptr || !invert->is_boolean()) {
+        return Malformed(absl::StrCat(path, ".invert"), "expected a boolean");
+      }
+      if (invert->get<bool>()) {
+        return Unsupported(absl::StrCat(path, ".invert"), "true", kSupportedPreTokenizers);
+      }
+      DF11_ASSIGN_OR_RETURN(RegexSplitter splitter,
+                            RegexSplitter::Compile(text, literal, absl::StrCat(path, ".pattern")));
+      splitters.push_back(std::move(splitter));
+    } else if (t == "ByteLevel") {
+      const Json* prefix = FindField(*step, "add_prefix_space");
+      if (prefix == nullptr || !prefix->is_boolean()) {
+        return Malformed(absl::StrCat(path, ".add_prefix_space"), "expected a boolean");
+      }
+      if (prefix->get<bool>()) {
+        return Unsupported(absl::StrCat(path, ".add_prefix_space"), "true",
+                           kSupportedPreTokenizers);
+      }
+      DF11_ASSIGN_OR_RETURN(const bool use_regex,
+                            tokenizer_internal::OptionalBool(*step, "use_regex", path, true));
+      if (use_regex) {
+        DF11_ASSIGN_OR_RETURN(RegexSplitter gpt2,
+                              RegexSplitter::Compile(kGpt2Pattern, false, path));
+        splitters.push_back(std::move(gpt2));
+      }
+      byte_level = true;
+    } else {
+      return Unsupported(path, absl::StrCat("type \"", t, "\""), kSupportedPreTokenizers);
+    }
+  }
+  if (!byte_level) {
+    return Unsupported("pre_tokenizer", "a pre-tokenizer without ByteLevel",
+                       kSupportedPreTokenizers);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Tokenizer::Impl::ParseTemplate(const Json& v, const std::string& path) {
+  const Json* single = FindField(v, "single");
+  if (single == nullptr || !single->is_array()) {
+    return Malformed(absl::StrCat(path, ".single"), "expected an array");
+  }
+  const Json* specials = FindField(v, "special_tokens");
+  if (specials != nullptr && !specials->is_object()) {
+    return Malformed(absl::StrCat(path, ".special_tokens"), "expected an object");
+  }
+  std::vector<int32_t> before, after;
+  bool saw_sequence = false;
+  for (size_t i = 0; i < single->size(); ++i) {
+    const Json& piece = (*single)[i];
+    const std::string piece_path = absl::StrCat(path, ".single[", i, "]");
+    if (!piece.is_object() || piece.size() != 1) {
+      return Malformed(piece_path, "expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
+    }
+    if (const Json* seq = FindField(piece, "Sequence"); seq != nullptr) {
+      if (!seq->is_object()) return Malformed(piece_path, "expected {\"Sequence\": {\"id\": ...}}");
+      DF11_ASSIGN_OR_RETURN(
+          const std::string id,
+          tokenizer_internal::RequiredString(*seq, "id", absl::StrCat(piece_path, ".Sequence")));
+      if (id != "A" || saw_sequence) {
+        return Unsupported(piece_path, absl::StrCat("sequence \"", id, "\" in a single template"),
+                           kSupportedPostProcessors);
+      }
+      saw_sequence = true;
+      continue;
+    }
+    const Json* special = FindField(piece, "SpecialToken");
+    if (special == nullptr || !special->is_object()) {
+      return Malformed(piece_path, "expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
+    }
+    DF11_ASSIGN_OR_RETURN(const std::string name,
+                          tokenizer_internal::RequiredString(
+                              *special, "id", absl::StrCat(piece_path, ".SpecialToken")));
+    const Json* entry = specials == nullptr ? nullptr : FindField(*specials, name.c_str());
+    const std::string entry_path = absl::StrCat(path, ".special_tokens[\"", name, "\"]");
+    if (entry == nullptr || !entry->is_object()) return Malformed(entry_path, "missing");
+    const Json* entry_ids = FindField(*entry, "ids");
+    if (entry_ids == nullptr || !entry_ids->is_array()) {
+      return Malformed(absl::StrCat(entry_path, ".ids"), "expected an array of ids");
+    }
+    for (size_t k = 0; k < entry_ids->size(); ++k) {
+      DF11_ASSIGN_OR_RETURN(
+          const int32_t id,
+          tokenizer_internal::ParseId((*entry_ids)[k], absl::StrCat(entry_path, ".ids[", k, "]")));
+      (saw_sequence ? after : before).push_back(id);
+    }
+  }
+  if (!saw_sequence) return Malformed(absl::StrCat(path, ".single"), "has no $A sequence");
+  // A later processor in a Sequence wraps what the earlier ones produced.
+  prefix_ids.insert(prefix_ids.begin(), before.begin(), before.end());
+  suffix_ids.insert(suffix_ids.end(), after.begin(), after.end());
+  return absl::OkStatus();
+}
+
+absl::Status Tokenizer::Impl::ParsePostProcessor(const Json& root) {
+  const Json* v = FindField(root, "post_processor");
+  if (v == nullptr) return absl::OkStatus();
+  DF11_ASSIGN_OR_RETURN(const std::string type,
+                        tokenizer_internal::ComponentType(*v, "post_processor"));
+  std::vector<std::pair<const Json*, std::string>> steps;
+  if (type == "Sequence") {
+    const Json* list = FindField(*v, "processors");
+    if (list == nullptr || !list->is_array()) {
+      return Malformed("post_processor.processors", "expected an array");
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      steps.emplace_back(&(*list)[i], absl::StrCat("post_processor.processors[", i, "]"));
+    }
+  } else {
+    steps.emplace_back(v, "post_processor");
+  }
+  for (const auto& [step, path] : steps) {
+    DF11_ASSIGN_OR_RETURN(const std::string t, tokenizer_internal::ComponentType(*step, path));
+    if (t == "ByteLevel") continue;  // adjusts offsets only
+    if (t != "TemplateProcessing") {
+      return Unsupported(path, absl::StrCat("type \"", t, "\""), kSupportedPostProcessors);
+    }
+    DF11_RETURN_IF_ERROR(ParseTemplate(*step, path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Tokenizer::Impl::ParseAddedTokens(const Json& root) {
+  const Json* list = FindField(root, "added_tokens");
+  if (list == nullptr) return absl::OkStatus();
+  if (!list->is_array()) return Malformed("added_tokens", "expected an array");
+  // As AddedVocabulary::add_tokens when the tokenizer is deserialized: the id is the content's
+  // existing id (an earlier added token, then the vocab), else the next one from the model's
+  // vocab size. The "id" field is only checked to be an id; tokenizers merely warns when it
+  // differs from the id it assigns.
+  auto next_id = static_cast<int32_t>(bpe.vocab().size());
+  absl::flat_hash_map<int32_t, size_t> index_of_id;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& entry = (*list)[i];
+    const std::string path = absl::StrCat("added_tokens[", i, "]");
+    if (!entry.is_object()) return Malformed(path, "expected an object");
+    const Json* id_field = FindField(entry, "id");
+    if (id_field == nullptr) return Malformed(absl::StrCat(path, ".id"), "missing");
+    DF11_RETURN_IF_ERROR(
+        tokenizer_internal::ParseId(*id_field, absl::StrCat(path, ".id")).status());
+    AddedToken token;
+    DF11_ASSIGN_OR_RETURN(token.content,
+                          tokenizer_internal::RequiredString(entry, "content", path));
+    DF11_ASSIGN_OR_RETURN(token.single_word,
+                          tokenizer_internal::OptionalBool(entry, "single_word", path, false));
+    DF11_ASSIGN_OR_RETURN(token.lstrip,
+                          tokenizer_internal::OptionalBool(entry, "lstrip", path, false));
+    DF11_ASSIGN_OR_RETURN(token.rstrip,
+                          tokenizer_internal::OptionalBool(entry, "rstrip", path, false));
+    DF11_ASSIGN_OR_RETURN(token.special,
+                          tokenizer_internal::OptionalBool(entry, "special", path, false));
+    DF11_ASSIGN_OR_RETURN(token.normalized, tokenizer_internal::OptionalBool(entry, "normalized",
+                                                                             path, !token.special));
+    if (token.content.empty()) continue;  // tokenizers ignores empty tokens
+    token.pattern =
+        token.normalized && nfc ? tokenizer_internal::Nfc(token.content) : token.content;
+    int32_t id;
+    if (auto it = added_ids.find(token.content); it != added_ids.end()) {
+      id = it->second;
+    } else if (std::optional<int32_t> vocab_id = bpe.TokenId(token.content); vocab_id.has_value()) {
+      id = *vocab_id;
+    } else {
+      id = next_id++;
+    }
+    token.id = id;
+    added_ids[token.content] = id;
+    if (auto it = index_of_id.find(id); it != index_of_id.end()) {
+      added[it->second] = std::move(token);  // a re-added token replaces the earlier entry
+    } else {
+      index_of_id[id] = added.size();
+      added.push_back(std::move(token));
+    }
+  }
+  for (size_t k = 0; k < added.size(); ++k) {
+    AddedTokenMatcher& matcher = added[k].normalized ? normalized_matcher : raw_matcher;
+    matcher.Add(added[k].pattern, static_cast<int32_t>(k));
+  }
+  return absl::OkStatus();
+}
+
+void Tokenizer::Impl::BuildIdTables() {
+  int32_t size = 0;
+  for (const auto& [text, id] : bpe.vocab()) size = std::max(size, id + 1);
+  for (const AddedToken& t : added) size = std::max(size, t.id + 1);
+  id_text.assign(size, std::string());
+  id_present.assign(size, false);
+  id_special.assign(size, false);
+  for (const auto& [text, id] : bpe.vocab()) {
+    id_text[id] = text;
+    id_present[id] = true;
+  }
+  // decode() maps an added id to its content, or to the normalized form when normalization
+  // changes it (simple_id_to_token), ahead of the vocab.
+  absl::flat_hash_set<std::string> special_contents;
+  for (const AddedToken& t : added) {
+    id_text[t.id] = t.normalized ? t.pattern : t.content;
+    id_present[t.id] = true;
+    if (t.special) special_contents.insert(t.content);
+  }
+  // skip_special_tokens drops a token whose *string* is a special token's content
+  // (is_special_token), which is how tokenizers decides.
+  for (int32_t id = 0; id < size; ++id) {
+    id_special[id] = id_present[id] && special_contents.contains(id_text[id]);
+  }
+}
+
+Tokenizer::Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<Tokenizer> Tokenizer::FromJson(const std::string& tokenizer_json_text) {
+  Json root;
+  try {
+    root = Json::parse(tokenizer_json_text);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer.json: not valid JSON: ", e.what()));
+  }
+  if (!root.is_object()) return Malformed("(root)", "expected an object");
+  if (const Json* version = FindField(root, "version"); version != nullptr) {
+    if (!version->is_string()) return Malformed("version", "expected a string");
+    if (version->get<std::string>() != "1.0") {
+      return Unsupported("version", absl::StrCat("\"", version->get<std::string>(), "\""),
+                         "\"1.0\"");
+    }
+  }
+  auto impl = std::make_shared<Impl>();
+  const Json* model = FindField(root, "model");
+  if (model == nullptr) return Malformed("model", "missing");
+  DF11_ASSIGN_OR_RETURN(impl->bpe, BpeModel::FromJson(*model));
+  DF11_RETURN_IF_ERROR(impl->ParseNormalizer(root));
+  DF11_RETURN_IF_ERROR(impl->ParsePreTokenizer(root));
+  const Json* decoder = FindField(root, "decoder");
+  if (decoder == nullptr) return Unsupported("decoder", "null", kSupportedDecoders);
+  DF11_ASSIGN_OR_RETURN(const std::string decoder_type,
+                        tokenizer_internal::ComponentType(*decoder, "decoder"));
+  if (decoder_type != "ByteLevel") {
+    return Unsupported("decoder", absl::StrCat("type \"", decoder_type, "\""), kSupportedDecoders);
+  }
+  DF11_RETURN_IF_ERROR(impl->ParsePostProcessor(root));
+  DF11_RETURN_IF_ERROR(impl->ParseAddedTokens(root));
+  impl->BuildIdTables();
+  return Tokenizer(std::move(impl));
+}
+
+absl::StatusOr<Tokenizer> Tokenizer::FromFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InternalError(absl::StrCat(path, ": cannot open"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read error"));
+  absl::StatusOr<Tokenizer> tokenizer = FromJson(text.str());
+  if (!tokenizer.ok()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat(path, ": ", tokenizer.status().message()));
+  }
+  return tokenizer;
+}
+
+absl::Status Tokenizer::Impl::EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const {
+  std::vector<std::string_view> pieces{piece}, next;
+  for (const RegexSplitter& splitter : splitters) {
+    next.clear();
+    for (std::string_view p : pieces) DF11_RETURN_IF_ERROR(splitter.Split(p, &next));
+    pieces.swap(next);
+  }
+  for (std::string_view p : pieces) bpe.Tokenize(p, ids);
+  return absl::OkStatus();
+}
+
+absl::Status Tokenizer::Impl::EncodeNormalized(std::string_view piece,
+                                               std::vector<int32_t>* ids) const {
+  std::string normalized_storage;
+  std::string_view normalized = piece;
+  if (nfc) {
+    normalized_storage = tokenizer_internal::Nfc(piece);
+    normalized = normalized_storage;
+  }
+  for (const AddedSplit& s : normalized_matcher.Split(normalized, added)) {
+    if (s.token >= 0) {
+      ids->push_back(added[s.token].id);
+    } else {
+      DF11_RETURN_IF_ERROR(EncodePiece(normalized.substr(s.begin, s.end - s.begin), ids));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
+                                                       bool add_special_tokens) const {
+  if (!tokenizer_internal::IsValidUtf8(text)) {
+    return absl::InvalidArgumentError("tokenizer: text to encode is not valid UTF-8");
+  }
+  const Impl& impl = *impl_;
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (add_special_tokens) ids = impl.prefix_ids;
+  // extract_and_normalize: normalized=false added tokens in the raw text first; the rest is
+  // normalized, searched for normalized=true added tokens, pre-tokenized and merged.
+  for (const AddedSplit& s : impl.raw_matcher.Split(text, impl.added)) {
+    if (s.token >= 0) {
+      ids.push_back(impl.added[s.token].id);
+    } else {
+      DF11_RETURN_IF_ERROR(impl.EncodeNormalized(text.substr(s.begin, s.end - s.begin), &ids));
+    }
+  }
+  if (add_special_tokens) ids.insert(ids.end(), impl.suffix_ids.begin(), impl.suffix_ids.end());
+  return ids;
+}
+
+void Tokenizer::AppendTokenBytes(int32_t id, bool skip_special_tokens, std::string* out) const {
+  const Impl& impl = *impl_;
+  if (id < 0 || id >= static_cast<int32_t>(impl.id_text.size()) || !impl.id_present[id]) return;
+  if (skip_special_tokens && impl.id_special[id]) return;
+  tokenizer_internal::ByteLevelDecodeToken(impl.id_text[id], out);
+}
+
+std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  std::string bytes;
+  for (int32_t id : ids) AppendTokenBytes(id, skip_special_tokens, &bytes);
+  std::string text;
+  tokenizer_internal::AppendUtf8Lossy(bytes, &text);
+  return text;
+}
+
+int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->id_text.size()); }
+
+std::optional<int32_t> Tokenizer::TokenId(std::string_view token) const {
+  if (auto it = impl_->added_ids.find(absl::string_view(token.data(), token.size()));
+      it != impl_->added_ids.end())
+    return it->second;
+  return impl_->bpe.TokenId(token);
+}
+
+std::optional<std::string> Tokenizer::TokenText(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || !impl_->id_present[id]) return std::nullopt;
+  return impl_->id_text[id];
+}
+
+bool Tokenizer::IsSpecial(int32_t id) const {
+  return id >= 0 && id < vocab_size() && impl_->id_special[id];
+}
+
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
+    : tokenizer_(&tokenizer), skip_special_tokens_(skip_special_tokens) {}
+
+std::string IncrementalDecoder::Feed(int32_t id) {
+  tokenizer_->AppendTokenBytes(id, skip_special_tokens_, &pending_);
+  // Everything but a trailing, still completable sequence is settled: decoding it now gives the
+  // same characters (and U+FFFD for invalid bytes) as decoding the whole stream at the end.
+  const size_t settled = tokenizer_internal::SettledUtf8Prefix(pending_);
+  std::string text;
+  tokenizer_internal::AppendUtf8Lossy(std::string_view(pending_).substr(0, settled), &text);
+  pending_.erase(0, settled);
+  return text;
+}
+
+std::string IncrementalDecoder::Finish() {
+  std::string text;
+  tokenizer_internal::AppendUtf8Lossy(pending_, &text);
+  pending_.clear();
+  return text;
+}
+
+}  // namespace df11::runtime
