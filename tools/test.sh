@@ -2,7 +2,7 @@
 # Installs the dependencies, builds df11d and passes every test, in the configurations CI runs:
 #   build/       CUDA code compiled when nvcc is present (GPU tests skip without a device)
 #   build-cpu/   -DDF11_CUDA=OFF
-#   build-asan/  AddressSanitizer + UBSan, codec tests
+#   build-asan/  AddressSanitizer + UBSan, codec and runtime tests
 #   build-fuzz/  libFuzzer targets (clang), a short run of each
 # Usage: tools/test.sh [--quick]   (--quick: the first configuration only)
 set -euo pipefail
@@ -27,7 +27,7 @@ configure_build_test() {
 configure_build_test build "" -DDF11_CUDA=AUTO
 [ "${1:-}" = "--quick" ] && exit 0
 configure_build_test build-cpu "" -DDF11_CUDA=OFF
-configure_build_test build-asan codec -DDF11_CUDA=OFF -DDF11_SANITIZE=address,undefined \
+configure_build_test build-asan 'codec|runtime' -DDF11_CUDA=OFF -DDF11_SANITIZE=address,undefined \
   -DCMAKE_BUILD_TYPE=Debug
 configure_build_test build-fuzz fuzz -DDF11_CUDA=OFF -DDF11_FUZZ=ON \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
