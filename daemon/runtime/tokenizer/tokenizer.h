@@ -1,7 +1,7 @@
 // Byte-level BPE tokenizer read from a Hugging Face `tokenizer.json`, with exact id parity with
 // the `tokenizers` library for the subset that Llama-3.x, Qwen2 / 2.5 / 3 and GPT-2 files use
-// (docs: /work/shared/docs/HF_HUB_AND_MODELS.md section 5; reference sources: huggingface/
-// tokenizers `tokenizers/src/{tokenizer/added_vocabulary.rs, models/bpe, pre_tokenizers}`).
+// (reference: huggingface/tokenizers, `tokenizers/src/tokenizer/added_vocabulary.rs`,
+// `models/bpe`, `pre_tokenizers`).
 //
 //   DF11_ASSIGN_OR_RETURN(Tokenizer tok, Tokenizer::FromFile(dir + "/tokenizer.json"));
 //   DF11_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(prompt,

@@ -23,8 +23,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-// The pre-tokenizer patterns of the released Llama-3 and Qwen2 files
-// (/work/shared/docs/HF_HUB_AND_MODELS.md section 5.4).
+// The pre-tokenizer patterns of the released Llama-3 and Qwen2 tokenizer.json files.
 constexpr char kLlama3Pattern[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr char kQwen2Pattern[] =
