@@ -123,9 +123,10 @@ absl::StatusOr<Stream> OpenBlock(const Unit& unit, size_t b, uint8_t* exps) {
 }
 
 // Checks that block b's codes ended where the next block's start (or the stream's end), then
-// joins its exponents with the sign/mantissa bytes into its slice of `out`.
+// joins its exponents with the sign/mantissa bytes into its slice of `out`, whose first value is
+// element `origin` of the unit.
 absl::Status CloseBlock(const Unit& unit, size_t b, const Stream& s, const uint8_t* exps,
-                        std::span<uint16_t> out) {
+                        std::span<uint16_t> out, size_t origin) {
   const std::span<const uint32_t> p = unit.positions();
   const size_t count = p[b + 1] - p[b];
   if (count == 0) return absl::OkStatus();
@@ -145,13 +146,13 @@ absl::Status CloseBlock(const Unit& unit, size_t b, const Stream& s, const uint8
     return Corrupt(unit, absl::StrCat("the last code ends at bit ", s.bitpos, " of a ",
                                       unit.num_bytes(), "-byte stream"));
   }
-  JoinBf16(exps, unit.tensors().sign_mantissa.data() + p[b], out.data() + p[b], count);
+  JoinBf16(exps, unit.tensors().sign_mantissa.data() + p[b], out.data() + (p[b] - origin), count);
   return absl::OkStatus();
 }
 
-// Decodes blocks [begin, end) two at a time into `out`.
+// Decodes blocks [begin, end) two at a time into `out`, whose first value is element `origin`.
 absl::Status DecodeBlocks(const Unit& unit, const MultiSymbolTable& table, size_t begin,
-                          size_t end, std::span<uint16_t> out) {
+                          size_t end, std::span<uint16_t> out, size_t origin = 0) {
   // The largest block decodes 32768 exponents; 8 bytes of slack for whole-entry stores.
   constexpr size_t kRoom = format::kBitsPerBlock + 8;
   // Per thread, kept across calls: a range of blocks is too short to pay for a fresh buffer.
@@ -162,12 +163,12 @@ absl::Status DecodeBlocks(const Unit& unit, const MultiSymbolTable& table, size_
       DF11_ASSIGN_OR_RETURN(Stream first, OpenBlock(unit, b, exps[0]));
       DF11_ASSIGN_OR_RETURN(Stream second, OpenBlock(unit, b + 1, exps[1]));
       DecodeTwo(unit, table, first, second);
-      DF11_RETURN_IF_ERROR(CloseBlock(unit, b, first, exps[0], out));
-      DF11_RETURN_IF_ERROR(CloseBlock(unit, b + 1, second, exps[1], out));
+      DF11_RETURN_IF_ERROR(CloseBlock(unit, b, first, exps[0], out, origin));
+      DF11_RETURN_IF_ERROR(CloseBlock(unit, b + 1, second, exps[1], out, origin));
     } else {
       DF11_ASSIGN_OR_RETURN(Stream only, OpenBlock(unit, b, exps[0]));
       Finish(unit, table, only);
-      DF11_RETURN_IF_ERROR(CloseBlock(unit, b, only, exps[0], out));
+      DF11_RETURN_IF_ERROR(CloseBlock(unit, b, only, exps[0], out, origin));
     }
   }
   return absl::OkStatus();
@@ -272,6 +273,29 @@ absl::Status DecodeParallel(const Unit& unit, std::span<uint16_t> out, ThreadPoo
     pool->ParallelFor(unit.num_blocks(), /*grain=*/64, decode_range);
   }
   return first_error;
+}
+
+absl::Status DecodeElements(const Unit& unit, size_t first, std::span<uint16_t> out) {
+  const size_t n = unit.num_elements();
+  if (first > n || out.size() > n - first) {
+    return absl::InvalidArgumentError(absl::StrCat("elements [", first, ", ", first + out.size(),
+                                                   ") of unit ", unit.name(), ", which has ", n));
+  }
+  if (out.empty()) return absl::OkStatus();
+  // The blocks whose element ranges meet [first, last): from the last block starting at or
+  // before `first` through the last block starting before `last`.
+  const size_t last = first + out.size();
+  const std::span<const uint32_t> p = unit.positions();
+  const size_t begin = std::upper_bound(p.begin(), p.end() - 1, first) - p.begin() - 1;
+  const size_t end = std::lower_bound(p.begin() + begin, p.end() - 1, last) - p.begin();
+  MultiSymbolTable table;
+  BuildMultiSymbolTable(unit, table);
+  // Per thread, kept across calls: an embedding lookup runs once per token.
+  thread_local std::vector<uint16_t> blocks;
+  blocks.resize(p[end] - p[begin]);
+  DF11_RETURN_IF_ERROR(DecodeBlocks(unit, table, begin, end, blocks, p[begin]));
+  std::memcpy(out.data(), blocks.data() + (first - p[begin]), out.size() * sizeof(uint16_t));
+  return absl::OkStatus();
 }
 
 }  // namespace df11::codec

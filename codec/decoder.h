@@ -29,6 +29,12 @@ absl::Status DecodeReference(const Unit& unit, std::span<uint16_t> out);
 // thread only). Checks each block's start and end bit and element count. `out` as above.
 absl::Status DecodeParallel(const Unit& unit, std::span<uint16_t> out, ThreadPool* pool);
 
+// Decodes elements [first, first + out.size()) only: the blocks that hold them, on the calling
+// thread, with the same checks as DecodeParallel on those blocks. For random access into large
+// units, such as the embedding rows of a batch of tokens. kInvalidArgument for a range outside
+// the unit; kDataLoss from a corrupt block.
+absl::Status DecodeElements(const Unit& unit, size_t first, std::span<uint16_t> out);
+
 }  // namespace df11::codec
 
 #endif  // DF11_CODEC_DECODER_H_

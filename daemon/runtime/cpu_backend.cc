@@ -1,6 +1,7 @@
 #include "daemon/runtime/cpu_backend.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -79,43 +80,124 @@ void ApplyRope(float* x, int64_t heads, int64_t d, int64_t pos, const std::vecto
 
 inline float Silu(float z) { return z / (1.0f + std::exp(-z)); }
 
+// Matrix-vector products for few input rows: y[r * out + o] = W[o] · x[r] for o in [begin, end).
+// Each W row is read once from memory and used for every input row.
+void MatVecPortable(const uint16_t* w, int64_t in, const float* x, int64_t rows, int64_t out,
+                    size_t begin, size_t end, float* y) {
+  thread_local std::vector<float> row;
+  row.resize(in);
+  for (size_t o = begin; o < end; ++o) {
+    Bf16ToFloat(w + o * in, row.data(), in);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * in;
+      float sum = 0;
+      for (int64_t i = 0; i < in; ++i) sum += row[i] * xr[i];
+      y[r * out + o] = sum;
+    }
+  }
+}
+
+// Eight BF16 values widened to fp32: a BF16 is the top half of its fp32.
+__attribute__((target("avx2,fma"))) inline __m256 LoadBf16x8(const uint16_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+}
+
+__attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+// As MatVecPortable with AVX2 and FMA: 16 weights per step into two accumulators per input row
+// (two independent FMA chains), up to kMaxRows input rows per pass over W.
+constexpr int64_t kMaxRows = 4;
+__attribute__((target("avx2,fma"))) void MatVecAvx2(const uint16_t* w, int64_t in,
+                                                     const float* x, int64_t rows, int64_t out,
+                                                     size_t begin, size_t end, float* y) {
+  const int64_t vector_end = in - in % 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
+    const int64_t n = std::min(kMaxRows, rows - r0);
+    for (size_t o = begin; o < end; ++o) {
+      const uint16_t* wo = w + o * in;
+      __m256 acc[kMaxRows][2];
+      for (int64_t r = 0; r < n; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+      for (int64_t i = 0; i < vector_end; i += 16) {
+        const __m256 w0 = LoadBf16x8(wo + i), w1 = LoadBf16x8(wo + i + 8);
+        for (int64_t r = 0; r < n; ++r) {
+          const float* xr = x + (r0 + r) * in + i;
+          acc[r][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc[r][1]);
+        }
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        float sum = HorizontalSum(_mm256_add_ps(acc[r][0], acc[r][1]));
+        const float* xr = x + (r0 + r) * in;
+        for (int64_t i = vector_end; i < in; ++i) sum += Bf16ToFloat(wo[i]) * xr[i];
+        y[(r0 + r) * out + o] = sum;
+      }
+    }
+  }
+}
+
+const bool kHasAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+
 }  // namespace
 
-KvCache::KvCache(const ModelConfig& config, int64_t capacity)
-    : layers_(config.num_layers),
-      capacity_(capacity),
+CpuKvCache::CpuKvCache(const ModelConfig& config, int64_t capacity)
+    : KvCache(capacity),
+      layers_(config.num_layers),
       row_(config.num_kv_heads * config.head_dim),
       data_per_layer_(capacity * config.num_kv_heads * config.head_dim),
       keys_(layers_ * data_per_layer_),
       values_(layers_ * data_per_layer_) {}
 
-CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+CpuBackend::CpuBackend(const Options& options)
+    : options_(options),
+      pool_(options.threads),
+      decode_pool_(options.overlap_decode ? options.threads : 1) {}
+
+absl::StatusOr<std::unique_ptr<KvCache>> CpuBackend::NewCache(const ModelConfig& config,
+                                                             int64_t capacity) {
+  if (capacity < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", capacity, " positions"));
+  }
+  return std::make_unique<CpuKvCache>(config, capacity);
+}
+
+uint64_t CpuBackend::scratch_bytes() const {
+  uint64_t floats = weights_f32_.capacity();
+  for (const std::vector<float>* v : {&x_, &h_, &q_, &k_, &v_, &attn_, &gate_, &up_, &tmp_}) {
+    floats += v->capacity();
+  }
+  return scratch_.capacity() * sizeof(uint16_t) + floats * sizeof(float);
+}
 
 void CpuBackend::Linear(const uint16_t* w, const uint16_t* bias, int64_t out, int64_t in,
                         const float* x, int64_t rows, float* y) {
-  // Many rows: one fp32 copy of W and sgemm. Few rows (decode): each W row converted once and
-  // used for every input row, rows of W split over the threads.
+  // Many rows (prefill): W converted to fp32 a slice of rows at a time (a few MB, so the copy
+  // stays small next to the model) and multiplied by sgemm. Few rows (decode): each W row is
+  // read once and used for every input row, rows of W split over the threads.
   constexpr int64_t kGemmRows = 8;
   if (rows >= kGemmRows) {
-    weights_f32_.resize(out * in);
-    pool_.ParallelFor(out, 64, [&](size_t b, size_t e) {
-      Bf16ToFloat(w + b * in, weights_f32_.data() + b * in, (e - b) * in);
-    });
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-                static_cast<int>(out), static_cast<int>(in), 1.0f, x, static_cast<int>(in),
-                weights_f32_.data(), static_cast<int>(in), 0.0f, y, static_cast<int>(out));
+    const int64_t slice = std::max<int64_t>(64, (int64_t{4} << 20) / in);  // ~16 MB of fp32
+    weights_f32_.resize(std::min(out, slice) * in);
+    for (int64_t o0 = 0; o0 < out; o0 += slice) {
+      const int64_t n = std::min(slice, out - o0);
+      pool_.ParallelFor(n, 64, [&](size_t b, size_t e) {
+        Bf16ToFloat(w + (o0 + b) * in, weights_f32_.data() + b * in, (e - b) * in);
+      });
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+                  static_cast<int>(n), static_cast<int>(in), 1.0f, x, static_cast<int>(in),
+                  weights_f32_.data(), static_cast<int>(in), 0.0f, y + o0,
+                  static_cast<int>(out));
+    }
   } else {
-    pool_.ParallelFor(out, 16, [&](size_t b, size_t e) {
-      thread_local std::vector<float> row;
-      row.resize(in);
-      for (size_t o = b; o < e; ++o) {
-        Bf16ToFloat(w + o * in, row.data(), in);
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* xr = x + r * in;
-          float sum = 0;
-          for (int64_t i = 0; i < in; ++i) sum += row[i] * xr[i];
-          y[r * out + o] = sum;
-        }
+    pool_.ParallelFor(out, 64, [&](size_t b, size_t e) {
+      if (kHasAvx2Fma) {
+        MatVecAvx2(w, in, x, rows, out, b, e, y);
+      } else {
+        MatVecPortable(w, in, x, rows, out, b, e, y);
       }
     });
   }
@@ -126,14 +208,12 @@ void CpuBackend::Linear(const uint16_t* w, const uint16_t* bias, int64_t out, in
   }
 }
 
-void CpuBackend::Attention(const ModelConfig& c, int64_t layer, const SequenceStep& step,
-                           int64_t first_row, const float* q, float* out) {
+void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache,
+                           int64_t new_tokens, int64_t first_row, const float* q, float* out) {
   const int64_t nh = c.num_heads, d = c.head_dim, group = c.num_heads / c.num_kv_heads;
-  const int64_t n = static_cast<int64_t>(step.tokens.size());
-  const int64_t start = step.cache->length();  // position of the first new token
+  const int64_t start = cache.length();  // position of the first new token
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  KvCache& cache = *step.cache;
-  pool_.ParallelFor(n * nh, 1, [&](size_t b, size_t e) {
+  pool_.ParallelFor(new_tokens * nh, 1, [&](size_t b, size_t e) {
     thread_local std::vector<float> scores;
     for (size_t task = b; task < e; ++task) {
       const int64_t t = task / nh, h = task % nh, kvh = h / group;
@@ -161,6 +241,52 @@ void CpuBackend::Attention(const ModelConfig& c, int64_t layer, const SequenceSt
   });
 }
 
+void CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
+                              std::span<const SequenceStep> batch, int64_t rows,
+                              const std::vector<float>& inv_freq) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  // Attention.
+  for (int64_t r = 0; r < rows; ++r) RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, &h_[r * H]);
+  Linear(w.q_proj, w.q_bias, nh * d, H, h_.data(), rows, q_.data());
+  Linear(w.k_proj, w.k_bias, nkv * d, H, h_.data(), rows, k_.data());
+  Linear(w.v_proj, w.v_bias, nkv * d, H, h_.data(), rows, v_.data());
+  int64_t r = 0;
+  for (const SequenceStep& s : batch) {
+    auto& cache = static_cast<CpuKvCache&>(*s.cache);
+    for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
+      float* qr = &q_[r * nh * d];
+      float* kr = &k_[r * nkv * d];
+      if (w.q_norm != nullptr) {  // Qwen3: per-head RMSNorm before RoPE
+        for (int64_t h = 0; h < nh; ++h) RmsNorm(qr + h * d, w.q_norm, d, c.rms_norm_eps, qr + h * d);
+        for (int64_t h = 0; h < nkv; ++h) RmsNorm(kr + h * d, w.k_norm, d, c.rms_norm_eps, kr + h * d);
+      }
+      const int64_t pos = cache.length() + static_cast<int64_t>(t);
+      ApplyRope(qr, nh, d, pos, inv_freq);
+      ApplyRope(kr, nkv, d, pos, inv_freq);
+      std::memcpy(cache.k(l, pos), kr, nkv * d * sizeof(float));
+      std::memcpy(cache.v(l, pos), &v_[r * nkv * d], nkv * d * sizeof(float));
+    }
+  }
+  r = 0;
+  for (const SequenceStep& s : batch) {
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    Attention(c, l, static_cast<CpuKvCache&>(*s.cache), n, r, q_.data(), attn_.data());
+    r += n;
+  }
+  Linear(w.o_proj, w.o_bias, H, nh * d, attn_.data(), rows, tmp_.data());
+  for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
+  // MLP.
+  for (r = 0; r < rows; ++r) {
+    RmsNorm(&x_[r * H], w.post_attention_norm, H, c.rms_norm_eps, &h_[r * H]);
+  }
+  Linear(w.gate_proj, w.gate_bias, I, H, h_.data(), rows, gate_.data());
+  Linear(w.up_proj, w.up_bias, I, H, h_.data(), rows, up_.data());
+  for (int64_t i = 0; i < rows * I; ++i) gate_[i] = Silu(gate_[i]) * up_[i];
+  Linear(w.down_proj, w.down_bias, H, I, gate_.data(), rows, tmp_.data());
+  for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
+}
+
 absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceStep> batch,
                                  std::span<float> logits) {
   const ModelConfig& c = model.config();
@@ -175,6 +301,9 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
   int64_t rows = 0;
   for (const SequenceStep& s : batch) {
     if (s.tokens.empty()) return absl::InvalidArgumentError("Forward: a sequence without tokens");
+    if (dynamic_cast<CpuKvCache*>(s.cache) == nullptr) {
+      return absl::InvalidArgumentError("Forward: a KV cache made by another backend");
+    }
     for (int32_t t : s.tokens) {
       if (t < 0 || t >= V) {
         return absl::InvalidArgumentError(
@@ -188,10 +317,15 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
     }
     rows += static_cast<int64_t>(s.tokens.size());
   }
-  scratch_.resize(model.scratch_elements());
+  // Two layer scratches side by side; the output head reuses the whole buffer afterwards.
+  const size_t layer_elements = model.layer_scratch_elements();
+  scratch_.resize(std::max(2 * layer_elements, model.head_scratch_elements()));
+  auto layer_scratch = [&](int64_t l) {
+    return std::span(scratch_).subspan((l % 2) * layer_elements, layer_elements);
+  };
   x_.resize(rows * H);
   h_.resize(rows * H);
-  tmp_.resize(rows * std::max(H, V));
+  tmp_.resize(rows * H);
   q_.resize(rows * nh * d);
   k_.resize(rows * nkv * d);
   v_.resize(rows * nkv * d);
@@ -200,59 +334,35 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
   up_.resize(rows * I);
   const std::vector<float> inv_freq = InverseFrequencies(c);
 
-  DF11_ASSIGN_OR_RETURN(const uint16_t* embedding, model.Embedding(scratch_, &pool_));
   {
     int64_t r = 0;
     for (const SequenceStep& s : batch) {
-      for (int32_t t : s.tokens) Bf16ToFloat(embedding + int64_t{t} * H, x_.data() + H * r++, H);
-    }
-  }
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    DF11_ASSIGN_OR_RETURN(const LayerWeights w, model.Layer(l, scratch_, &pool_));
-    // Attention.
-    for (int64_t r = 0; r < rows; ++r) RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, &h_[r * H]);
-    Linear(w.q_proj, w.q_bias, nh * d, H, h_.data(), rows, q_.data());
-    Linear(w.k_proj, w.k_bias, nkv * d, H, h_.data(), rows, k_.data());
-    Linear(w.v_proj, w.v_bias, nkv * d, H, h_.data(), rows, v_.data());
-    int64_t r = 0;
-    for (const SequenceStep& s : batch) {
-      for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
-        float* qr = &q_[r * nh * d];
-        float* kr = &k_[r * nkv * d];
-        if (w.q_norm != nullptr) {  // Qwen3: per-head RMSNorm before RoPE
-          for (int64_t h = 0; h < nh; ++h) RmsNorm(qr + h * d, w.q_norm, d, c.rms_norm_eps, qr + h * d);
-          for (int64_t h = 0; h < nkv; ++h) RmsNorm(kr + h * d, w.k_norm, d, c.rms_norm_eps, kr + h * d);
-        }
-        const int64_t pos = s.cache->length() + static_cast<int64_t>(t);
-        ApplyRope(qr, nh, d, pos, inv_freq);
-        ApplyRope(kr, nkv, d, pos, inv_freq);
-        std::memcpy(s.cache->k(l, pos), kr, nkv * d * sizeof(float));
-        std::memcpy(s.cache->v(l, pos), &v_[r * nkv * d], nkv * d * sizeof(float));
-      }
-    }
-    r = 0;
-    for (const SequenceStep& s : batch) {
-      Attention(c, l, s, r, q_.data(), attn_.data());
+      DF11_RETURN_IF_ERROR(model.EmbedTokens(s.tokens, x_.data() + r * H));
       r += static_cast<int64_t>(s.tokens.size());
     }
-    Linear(w.o_proj, w.o_bias, H, nh * d, attn_.data(), rows, tmp_.data());
-    for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
-    // MLP.
-    for (r = 0; r < rows; ++r) {
-      RmsNorm(&x_[r * H], w.post_attention_norm, H, c.rms_norm_eps, &h_[r * H]);
+  }
+  // Block l + 1 decodes in the background while block l computes. The job writes `next`; the
+  // loop reads it only after Wait(), and every return path waits first (the job uses scratch_).
+  const bool overlap = options_.overlap_decode && model.is_df11() && c.num_layers > 1;
+  absl::StatusOr<LayerWeights> next = model.Layer(0, layer_scratch(0), &pool_);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (overlap && l > 0) prefetch_.Wait();
+    DF11_ASSIGN_OR_RETURN(const LayerWeights w, std::move(next));
+    if (l + 1 < c.num_layers) {
+      if (overlap) {
+        prefetch_.Start([&, l] { next = model.Layer(l + 1, layer_scratch(l + 1), &decode_pool_); });
+      } else {
+        next = model.Layer(l + 1, layer_scratch(l + 1), &pool_);
+      }
     }
-    Linear(w.gate_proj, w.gate_bias, I, H, h_.data(), rows, gate_.data());
-    Linear(w.up_proj, w.up_bias, I, H, h_.data(), rows, up_.data());
-    for (int64_t i = 0; i < rows * I; ++i) gate_[i] = Silu(gate_[i]) * up_[i];
-    Linear(w.down_proj, w.down_bias, H, I, gate_.data(), rows, tmp_.data());
-    for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
+    ComputeLayer(c, l, w, batch, rows, inv_freq);
   }
   // The last new token of each sequence: final norm, then the output head.
   int64_t r = 0, s_index = 0;
   for (const SequenceStep& s : batch) {
     r += static_cast<int64_t>(s.tokens.size());
     RmsNorm(&x_[(r - 1) * H], model.final_norm(), H, c.rms_norm_eps, &h_[s_index * H]);
-    s.cache->length_ += static_cast<int64_t>(s.tokens.size());
+    static_cast<CpuKvCache*>(s.cache)->Advance(static_cast<int64_t>(s.tokens.size()));
     ++s_index;
   }
   DF11_ASSIGN_OR_RETURN(const uint16_t* head, model.LmHead(scratch_, &pool_));

@@ -1,62 +1,63 @@
 // The CPU backend: the forward pass of Llama / Qwen2 / Qwen3 in fp32 from BF16 weights, one
-// decoder block at a time (decoded from DF11 into shared scratch when the model is compressed),
-// with OpenBLAS for matrix products over many rows and a threaded BF16 matrix-vector path for few.
+// decoder block at a time. For a DF11 model each block is decoded into one of two shared
+// scratches while the previous block computes; OpenBLAS runs the matrix products over many rows
+// (prefill) and an AVX2 BF16 matrix-vector kernel those over few (decode).
 //
-//   CpuBackend backend(/*threads=*/0);
-//   KvCache cache(model->config(), /*capacity=*/4096);
+//   CpuBackend backend(CpuBackend::Options{});
+//   DF11_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, backend.NewCache(model->config(), 4096));
 //   std::vector<float> logits(model->config().vocab_size);
-//   SequenceStep step{&cache, prompt_ids};
+//   SequenceStep step{cache.get(), prompt_ids};
 //   DF11_RETURN_IF_ERROR(backend.Forward(*model, std::span(&step, 1), logits));
 #ifndef DF11_DAEMON_RUNTIME_CPU_BACKEND_H_
 #define DF11_DAEMON_RUNTIME_CPU_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "codec/thread_pool.h"
+#include "daemon/runtime/background_job.h"
+#include "daemon/runtime/backend.h"
 #include "daemon/runtime/model.h"
 
 namespace df11::runtime {
 
-// The keys and values of one sequence, fp32, [layer][position][kv head][head_dim].
-class KvCache {
+// The keys and values of one sequence in host memory, fp32, [layer][position][kv head][head_dim].
+class CpuKvCache final : public KvCache {
  public:
-  KvCache(const ModelConfig& config, int64_t capacity);
-  int64_t length() const { return length_; }
-  int64_t capacity() const { return capacity_; }
-  uint64_t bytes() const { return 2 * data_per_layer_ * layers_ * sizeof(float); }
-  // Forgets everything (the sequence starts over).
-  void Clear() { length_ = 0; }
+  CpuKvCache(const ModelConfig& config, int64_t capacity);
+  uint64_t bytes() const override { return 2 * data_per_layer_ * layers_ * sizeof(float); }
 
  private:
   friend class CpuBackend;
   float* k(int64_t layer, int64_t pos) { return keys_.data() + layer * data_per_layer_ + pos * row_; }
   float* v(int64_t layer, int64_t pos) { return values_.data() + layer * data_per_layer_ + pos * row_; }
-  int64_t layers_, capacity_, row_, data_per_layer_;
-  int64_t length_ = 0;
+  void Advance(int64_t n) { length_ += n; }
+  int64_t layers_, row_, data_per_layer_;
   std::vector<float> keys_, values_;
 };
 
-// New tokens of one sequence for one forward pass; they are appended to `cache`.
-struct SequenceStep {
-  KvCache* cache;
-  std::span<const int32_t> tokens;
-};
-
-class CpuBackend {
+class CpuBackend final : public Backend {
  public:
-  // `threads` 0: one per hardware thread.
-  explicit CpuBackend(int threads);
+  struct Options {
+    // Threads for the matrix products and the decoder; 0: one per hardware thread.
+    int threads = 0;
+    // DF11 models: decode block i + 1 on a background thread while block i computes. Off, each
+    // block is decoded and then computed, both on all threads.
+    bool overlap_decode = true;
+  };
+  explicit CpuBackend(const Options& options);
 
-  // Runs `model` over each sequence's new tokens (all sequences batched through every matrix
-  // product), appends their keys and values to the caches, and writes the logits of each
-  // sequence's last new token to logits[s * vocab_size, (s + 1) * vocab_size). kInvalidArgument for
-  // an empty step, a token id outside the vocabulary, a cache without room (with the numbers) or a
-  // short `logits`; kDataLoss from a corrupt DF11 unit. Not thread-safe: one Forward at a time.
+  std::string_view name() const override { return "cpu"; }
+  absl::StatusOr<std::unique_ptr<KvCache>> NewCache(const ModelConfig& config,
+                                                   int64_t capacity) override;
   absl::Status Forward(const Model& model, std::span<const SequenceStep> batch,
-                       std::span<float> logits);
+                       std::span<float> logits) override;
+  uint64_t scratch_bytes() const override;
 
   codec::ThreadPool& pool() { return pool_; }
 
@@ -64,13 +65,20 @@ class CpuBackend {
   // y[rows, out] = x[rows, in] · Wᵀ (+ bias), W BF16 [out, in].
   void Linear(const uint16_t* w, const uint16_t* bias, int64_t out, int64_t in, const float* x,
               int64_t rows, float* y);
-  void Attention(const ModelConfig& c, int64_t layer, const SequenceStep& step, int64_t first_row,
-                 const float* q, float* out);
+  void Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache, int64_t new_tokens,
+                 int64_t first_row, const float* q, float* out);
+  // Decoder layer l of one batch: x_ (rows x hidden) in place.
+  void ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
+                    std::span<const SequenceStep> batch, int64_t rows,
+                    const std::vector<float>& inv_freq);
 
-  codec::ThreadPool pool_;
+  Options options_;
+  codec::ThreadPool pool_;         // matrix products, attention, and decoding without overlap
+  codec::ThreadPool decode_pool_;  // decoding the next block while the current one computes
+  BackgroundJob prefetch_;
   // Buffers reused across calls (grown, never shrunk): no allocation on a warm path.
-  std::vector<uint16_t> scratch_;    // decoded DF11 units
-  std::vector<float> weights_f32_;   // one matrix in fp32 for sgemm
+  std::vector<uint16_t> scratch_;  // two layer scratches, or the output head's
+  std::vector<float> weights_f32_;  // a slice of one matrix in fp32 for sgemm
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, tmp_;
 };
 

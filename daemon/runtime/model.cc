@@ -16,6 +16,8 @@
 namespace df11::runtime {
 namespace {
 
+constexpr char kEmbedding[] = "model.embed_tokens.weight";
+
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
@@ -137,16 +139,12 @@ absl::Status Model::Index() {
     for (size_t k = 0; k < names.size(); ++k) {
       if (!names[k].empty()) DF11_RETURN_IF_ERROR(Find(names[k], shapes[k]).status());
     }
-    scratch_elements_ = std::max(scratch_elements_, units_elements(names));
+    layer_scratch_elements_ = std::max(layer_scratch_elements_, units_elements(names));
   }
-  const std::string embed = "model.embed_tokens.weight";
-  DF11_RETURN_IF_ERROR(Find(embed, {c.vocab_size, c.hidden_size}).status());
-  scratch_elements_ = std::max(scratch_elements_, units_elements(std::span(&embed, 1)));
-  if (!c.tie_word_embeddings) {
-    const std::string head = "lm_head.weight";
-    DF11_RETURN_IF_ERROR(Find(head, {c.vocab_size, c.hidden_size}).status());
-    scratch_elements_ = std::max(scratch_elements_, units_elements(std::span(&head, 1)));
-  }
+  const std::string head = c.tie_word_embeddings ? kEmbedding : "lm_head.weight";
+  DF11_RETURN_IF_ERROR(Find(kEmbedding, {c.vocab_size, c.hidden_size}).status());
+  DF11_RETURN_IF_ERROR(Find(head, {c.vocab_size, c.hidden_size}).status());
+  head_scratch_elements_ = units_elements(std::span(&head, 1));
   DF11_ASSIGN_OR_RETURN(const Source* norm, Find("model.norm.weight", {c.hidden_size}));
   if (norm->data == nullptr) {
     return absl::DataLossError("model.norm.weight must be a plain BF16 tensor, not in a DF11 unit");
@@ -194,7 +192,7 @@ absl::Status Model::Resolve(std::span<const std::string> names, std::span<const 
       if (used + n > scratch.size()) {
         return absl::InvalidArgumentError(absl::StrCat("scratch of ", scratch.size(),
                                                        " elements; the model needs ",
-                                                       scratch_elements_));
+                                                       used + n));
       }
       DF11_RETURN_IF_ERROR(codec::DecodeParallel(*s.unit->unit, scratch.subspan(used, n), pool));
       used += n;
@@ -220,19 +218,34 @@ absl::StatusOr<LayerWeights> Model::Layer(int64_t i, std::span<uint16_t> scratch
   return w;
 }
 
-absl::StatusOr<const uint16_t*> Model::Embedding(std::span<uint16_t> scratch,
-                                                 codec::ThreadPool* pool) const {
-  const std::string name = "model.embed_tokens.weight";
-  const uint16_t* data = nullptr;
-  const uint16_t** slot = &data;
-  DF11_RETURN_IF_ERROR(Resolve(std::span(&name, 1), std::span(&slot, 1), scratch, pool));
-  return data;
+absl::Status Model::EmbedTokens(std::span<const int32_t> tokens, float* out) const {
+  const int64_t hidden = config_.hidden_size;
+  const Source& s = sources_.at(kEmbedding);
+  thread_local std::vector<uint16_t> row;
+  row.resize(hidden);
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    const int32_t t = tokens[k];
+    if (t < 0 || t >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", t, " is outside the vocabulary of ", config_.vocab_size));
+    }
+    const uint16_t* bf16 = s.data + int64_t{t} * hidden;
+    if (s.unit != nullptr) {
+      DF11_RETURN_IF_ERROR(codec::DecodeElements(*s.unit->unit, s.offset + size_t(t) * hidden, row));
+      bf16 = row.data();
+    }
+    float* o = out + k * hidden;
+    for (int64_t i = 0; i < hidden; ++i) {
+      const uint32_t bits = uint32_t{bf16[i]} << 16;
+      std::memcpy(o + i, &bits, 4);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const uint16_t*> Model::LmHead(std::span<uint16_t> scratch,
                                               codec::ThreadPool* pool) const {
-  if (config_.tie_word_embeddings) return Embedding(scratch, pool);
-  const std::string name = "lm_head.weight";
+  const std::string name = config_.tie_word_embeddings ? kEmbedding : "lm_head.weight";
   const uint16_t* data = nullptr;
   const uint16_t** slot = &data;
   DF11_RETURN_IF_ERROR(Resolve(std::span(&name, 1), std::span(&slot, 1), scratch, pool));

@@ -3,7 +3,7 @@
 // plain BF16 checkpoint is used in place (mapped).
 //
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load("Qwen3-8B-DF11", &pool));
-//   std::vector<uint16_t> scratch(model->scratch_elements());
+//   std::vector<uint16_t> scratch(model->layer_scratch_elements());
 //   DF11_ASSIGN_OR_RETURN(LayerWeights w, model->Layer(3, scratch, &pool));
 #ifndef DF11_DAEMON_RUNTIME_MODEL_H_
 #define DF11_DAEMON_RUNTIME_MODEL_H_
@@ -57,17 +57,22 @@ class Model {
   const ModelConfig& config() const { return config_; }
   bool is_df11() const { return df11_ != nullptr; }
 
-  // Scratch (BF16 elements) that Layer, Embedding and LmHead need: the largest set of units one
-  // of them decodes. 0 for BF16 checkpoints. Shared by all models of an engine.
-  size_t scratch_elements() const { return scratch_elements_; }
+  // Scratch (BF16 elements) that Layer and LmHead need: the largest set of DF11 units one layer
+  // decodes, and the output head's unit. 0 for BF16 checkpoints. Shared by all models of an
+  // engine (a backend keeps two layer scratches, so the next layer decodes while one computes).
+  size_t layer_scratch_elements() const { return layer_scratch_elements_; }
+  size_t head_scratch_elements() const { return head_scratch_elements_; }
   // Resident bytes: compressed units plus passthrough tensors (DF11), or the checkpoint's tensors.
   uint64_t resident_bytes() const { return resident_bytes_; }
 
   // Decoder layer i (decoding its DF11 units into `scratch` on `pool`). kDataLoss from the decoder.
   absl::StatusOr<LayerWeights> Layer(int64_t i, std::span<uint16_t> scratch,
                                      codec::ThreadPool* pool) const;
-  // The embedding [vocab, hidden] and the output head [vocab, hidden] (the embedding when tied).
-  absl::StatusOr<const uint16_t*> Embedding(std::span<uint16_t> scratch, codec::ThreadPool* pool) const;
+  // The embedding rows of `tokens` in fp32 into out[k * hidden, (k + 1) * hidden). A DF11
+  // embedding decodes only the blocks that hold those rows. Token ids must be in the vocabulary
+  // (checked: kInvalidArgument); kDataLoss from the decoder.
+  absl::Status EmbedTokens(std::span<const int32_t> tokens, float* out) const;
+  // The output head [vocab, hidden] (the embedding when tied), decoded into `scratch` if DF11.
   absl::StatusOr<const uint16_t*> LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool) const;
   const uint16_t* final_norm() const { return final_norm_; }
 
@@ -92,7 +97,8 @@ class Model {
   std::map<std::string, Source> sources_;
   std::vector<std::vector<uint16_t>> aligned_copies_;  // tensors whose mapping is misaligned
   const uint16_t* final_norm_ = nullptr;
-  size_t scratch_elements_ = 0;
+  size_t layer_scratch_elements_ = 0;
+  size_t head_scratch_elements_ = 0;
   uint64_t resident_bytes_ = 0;
 };
 

@@ -17,9 +17,11 @@
 // proves the case exercises what its name says (code lengths, LUT rows, stream size, limiter).
 // Generators take their seed from the test; the seed is derived from DF11_TEST_SEED (default
 // kDefaultTestSeed) and the case name, and a failure prints it for replay.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <random>
 #include <span>
 #include <string>
 #include <utility>
@@ -342,6 +344,30 @@ void ExpectEveryDecoderReproduces(const Unit& unit, const std::vector<uint16_t>&
 
 class DecoderEquivalenceTest : public ::testing::TestWithParam<Case> {};
 
+// DecodeElements over ranges that start and end on, just before and just after block
+// boundaries, single elements at both ends, the whole unit, and random ranges.
+void ExpectRangesDecode(const Unit& unit, const std::vector<uint16_t>& input, uint64_t seed) {
+  const size_t n = input.size();
+  std::vector<std::pair<size_t, size_t>> ranges = {{0, n}, {0, 1}, {n - 1, 1}, {0, 0}, {n, 0}};
+  const std::span<const uint32_t> p = unit.positions();
+  for (size_t b = 1; b < p.size() - 1 && b < 6; ++b) {
+    for (size_t first : {size_t{p[b]} - 1, size_t{p[b]}, size_t{p[b]} + 1}) {
+      if (first < n) ranges.emplace_back(first, std::min<size_t>(n - first, p[b + 1] - p[b] + 1));
+    }
+  }
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 8; ++i) {
+    const size_t first = rng() % n;
+    ranges.emplace_back(first, rng() % (n - first + 1));
+  }
+  for (const auto& [first, count] : ranges) {
+    SCOPED_TRACE(absl::StrCat("DecodeElements [", first, ", ", first + count, ")"));
+    std::vector<uint16_t> out(count, 0xFFFF);
+    DF11_ASSERT_OK(DecodeElements(unit, first, out));
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), input.begin() + first));
+  }
+}
+
 // Units above this size skip the variant encodings (they cost time and add no new paths).
 constexpr size_t kMaxElementsForVariants = 1 << 20;
 
@@ -366,6 +392,7 @@ TEST_P(DecoderEquivalenceTest, EveryDecoderReproducesTheInput) {
             SplitPositionsOf(parts));
   ExpectEveryDecoderReproduces(unit, input);
   if (HasFatalFailure()) return;
+  ExpectRangesDecode(unit, input, DeriveSeed(base_seed, 7));
 
   // The official writer's short output_positions (n_blocks entries when the stream ends
   // byte-aligned after a code that crossed into a new block; the missing last entry is
@@ -471,6 +498,19 @@ TEST(DecoderTest, OutputOfWrongSizeIsInvalidArgument) {
       }
     }
   }
+}
+
+TEST(DecoderTest, DecodeElementsOutsideTheUnitIsInvalidArgument) {
+  const std::vector<uint16_t> v = NormalBf16(TestSeed(), 0.02f, 5000);
+  const std::span<const uint16_t> parts[] = {v};
+  DF11_ASSERT_OK_AND_ASSIGN(const EncodedUnit encoded, EncodeUnit(parts));
+  DF11_ASSERT_OK_AND_ASSIGN(const Unit unit, Unit::Validate(encoded.tensors(), "range"));
+  std::vector<uint16_t> out(2);
+  EXPECT_THAT(DecodeElements(unit, 4999, out),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("elements [4999, 5001) of unit range, which has 5000")));
+  EXPECT_THAT(DecodeElements(unit, 5001, std::span<uint16_t>()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 // Decoding is deterministic and leaves the unit unchanged: a second decode of the same Unit (and

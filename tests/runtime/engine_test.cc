@@ -67,7 +67,8 @@ struct Generation {
 Generation Generate(CpuBackend& backend, const Model& model, const std::vector<int32_t>& prompt) {
   Generation run;
   const int64_t V = model.config().vocab_size;
-  KvCache cache(model.config(), 128);
+  std::unique_ptr<KvCache> owned = backend.NewCache(model.config(), 128).value();
+  KvCache& cache = *owned;
   run.logits.resize(V);
   SequenceStep step{&cache, prompt};
   EXPECT_THAT(backend.Forward(model, std::span(&step, 1), run.logits), ::df11::testing::IsOk());
@@ -90,9 +91,11 @@ TEST_P(EngineGoldenTest, MatchesTransformersFromDf11AndBf16) {
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> df11, Model::Load(Df11Dir(name).string()));
   EXPECT_FALSE(bf16->is_df11());
   EXPECT_TRUE(df11->is_df11());
-  EXPECT_GT(df11->scratch_elements(), 0u);
+  EXPECT_GT(df11->layer_scratch_elements(), 0u);
+  EXPECT_EQ(bf16->layer_scratch_elements(), 0u);
   EXPECT_LT(df11->resident_bytes(), bf16->resident_bytes());
-  CpuBackend backend(2);
+  CpuBackend backend({.threads = 2});
+  CpuBackend sequential({.threads = 2, .overlap_decode = false});
   for (const auto& c : Goldens()["models"][name]) {
     const std::vector<int32_t> prompt = c["prompt"].get<std::vector<int32_t>>();
     SCOPED_TRACE(::testing::Message() << "prompt of " << prompt.size() << " tokens");
@@ -100,11 +103,15 @@ TEST_P(EngineGoldenTest, MatchesTransformersFromDf11AndBf16) {
     const std::vector<int32_t> greedy = c["greedy"].get<std::vector<int32_t>>();
     const Generation from_df11 = Generate(backend, *df11, prompt);
     const Generation from_bf16 = Generate(backend, *bf16, prompt);
+    const Generation without_overlap = Generate(sequential, *df11, prompt);
     EXPECT_LE(RelativeL2(from_df11.logits, expected), 1e-3);
     EXPECT_EQ(from_df11.greedy, greedy);
     // The same weight bits through the same arithmetic: identical logits.
     EXPECT_EQ(from_df11.logits, from_bf16.logits);
     EXPECT_EQ(from_bf16.greedy, greedy);
+    // Decoding the next block in the background changes nothing.
+    EXPECT_EQ(without_overlap.logits, from_df11.logits);
+    EXPECT_EQ(without_overlap.greedy, from_df11.greedy);
   }
 }
 
@@ -112,13 +119,15 @@ TEST_P(EngineGoldenTest, BatchedSequencesMatchSingleSequences) {
   const std::string name = GetParam();
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> model, Model::Load(Df11Dir(name).string()));
   const int64_t V = model->config().vocab_size;
-  CpuBackend backend(2);
+  CpuBackend backend({.threads = 2});
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& c : Goldens()["models"][name]) prompts.push_back(c["prompt"].get<std::vector<int32_t>>());
-  std::vector<KvCache> caches;
-  for (size_t i = 0; i < prompts.size(); ++i) caches.emplace_back(model->config(), 64);
+  std::vector<std::unique_ptr<KvCache>> caches;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    DF11_ASSERT_OK_AND_ASSIGN(caches.emplace_back(), backend.NewCache(model->config(), 64));
+  }
   std::vector<SequenceStep> steps;
-  for (size_t i = 0; i < prompts.size(); ++i) steps.push_back({&caches[i], prompts[i]});
+  for (size_t i = 0; i < prompts.size(); ++i) steps.push_back({caches[i].get(), prompts[i]});
   std::vector<float> logits(prompts.size() * V);
   DF11_ASSERT_OK(backend.Forward(*model, steps, logits));
   size_t i = 0;
@@ -136,8 +145,9 @@ INSTANTIATE_TEST_SUITE_P(Architectures, EngineGoldenTest,
 TEST(CpuBackendTest, RejectsBadSteps) {
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> model,
                             Model::Load((EngineData() / "qwen3").string()));
-  CpuBackend backend(1);
-  KvCache cache(model->config(), 4);
+  CpuBackend backend({.threads = 1});
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> owned, backend.NewCache(model->config(), 4));
+  KvCache& cache = *owned;
   std::vector<float> logits(model->config().vocab_size);
   const int32_t out_of_range[] = {static_cast<int32_t>(model->config().vocab_size)};
   SequenceStep bad{&cache, out_of_range};
