@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -31,8 +32,8 @@ absl::Status CheckOutput(const Unit& unit, std::span<uint16_t> out) {
 // Multi-symbol table: entry i decodes the codes that lie wholly inside the 12-bit prefix i
 // (DecodePrefix). Bytes 0..5 hold up to six exponents, byte 6 their count, byte 7 the bits they
 // use; a count of 0 sends the decoder to the LUT walk itself.
-constexpr int kTableBits = 12;
 constexpr int kMaxSymbolsPerEntry = 6;
+constexpr int kTableBits = UnitDecoder::kTableBits;
 using MultiSymbolTable = std::array<uint64_t, 1 << kTableBits>;
 
 void BuildMultiSymbolTable(const Unit& unit, MultiSymbolTable& table) {
@@ -93,15 +94,17 @@ void Finish(const Unit& unit, const MultiSymbolTable& table, Stream& s) {
   while (s.out < s.end) WalkStep(unit, s);
 }
 
-// Decodes two blocks' streams in lockstep: each is a serial chain of dependent table loads, so
-// interleaving two of them keeps the core busy while either waits for a load.
-void DecodeTwo(const Unit& unit, const MultiSymbolTable& table, Stream& a, Stream& b) {
-  while (a.end - a.out >= kRoomForTableSteps && b.end - b.out >= kRoomForTableSteps) {
-    TableSteps(unit, table, a);
-    TableSteps(unit, table, b);
+// Decodes N blocks' streams in lockstep: each is a serial chain of dependent table loads, so
+// interleaving several keeps the core busy while each waits for a load.
+template <int N>
+void DecodeLockstep(const Unit& unit, const MultiSymbolTable& table, Stream* s) {
+  while (true) {
+    bool room = true;
+    for (int i = 0; i < N; ++i) room &= s[i].end - s[i].out >= kRoomForTableSteps;
+    if (!room) break;
+    for (int i = 0; i < N; ++i) TableSteps(unit, table, s[i]);
   }
-  Finish(unit, table, a);
-  Finish(unit, table, b);
+  for (int i = 0; i < N; ++i) Finish(unit, table, s[i]);
 }
 
 // BF16 from exponents and sign/mantissa bytes; a loop the compiler vectorises.
@@ -150,27 +153,34 @@ absl::Status CloseBlock(const Unit& unit, size_t b, const Stream& s, const uint8
   return absl::OkStatus();
 }
 
-// Decodes blocks [begin, end) two at a time into `out`, whose first value is element `origin`.
+// Blocks decoded in lockstep by one thread.
+constexpr int kLockstep = 4;
+
+// Decodes blocks [begin, end) kLockstep at a time into `out`, whose first value is element `origin`.
 absl::Status DecodeBlocks(const Unit& unit, const MultiSymbolTable& table, size_t begin,
                           size_t end, std::span<uint16_t> out, size_t origin = 0) {
   // The largest block decodes 32768 exponents; 8 bytes of slack for whole-entry stores.
   constexpr size_t kRoom = format::kBitsPerBlock + 8;
   // Per thread, kept across calls: a range of blocks is too short to pay for a fresh buffer.
-  thread_local std::vector<uint8_t> scratch(2 * kRoom);
-  uint8_t* exps[2] = {scratch.data(), scratch.data() + kRoom};
-  for (size_t b = begin; b < end; b += 2) {
-    if (b + 1 < end) {
-      DF11_ASSIGN_OR_RETURN(Stream first, OpenBlock(unit, b, exps[0]));
-      DF11_ASSIGN_OR_RETURN(Stream second, OpenBlock(unit, b + 1, exps[1]));
-      DecodeTwo(unit, table, first, second);
-      DF11_RETURN_IF_ERROR(CloseBlock(unit, b, first, exps[0], out, origin));
-      DF11_RETURN_IF_ERROR(CloseBlock(unit, b + 1, second, exps[1], out, origin));
-    } else {
-      DF11_ASSIGN_OR_RETURN(Stream only, OpenBlock(unit, b, exps[0]));
-      Finish(unit, table, only);
-      DF11_RETURN_IF_ERROR(CloseBlock(unit, b, only, exps[0], out, origin));
+  thread_local std::vector<uint8_t> scratch(kLockstep * kRoom);
+  // Blocks kLockstep at a time, then the rest one by one.
+  auto decode = [&]<int N>(size_t b) -> absl::Status {
+    Stream streams[N];
+    for (int i = 0; i < N; ++i) {
+      DF11_ASSIGN_OR_RETURN(streams[i], OpenBlock(unit, b + i, scratch.data() + i * kRoom));
     }
+    DecodeLockstep<N>(unit, table, streams);
+    for (int i = 0; i < N; ++i) {
+      DF11_RETURN_IF_ERROR(
+          CloseBlock(unit, b + i, streams[i], scratch.data() + i * kRoom, out, origin));
+    }
+    return absl::OkStatus();
+  };
+  size_t b = begin;
+  for (; b + kLockstep <= end; b += kLockstep) {
+    DF11_RETURN_IF_ERROR(decode.template operator()<kLockstep>(b));
   }
+  for (; b < end; ++b) DF11_RETURN_IF_ERROR(decode.template operator()<1>(b));
   return absl::OkStatus();
 }
 
@@ -252,14 +262,18 @@ absl::Status DecodeReference(const Unit& unit, std::span<uint16_t> out) {
   return absl::OkStatus();
 }
 
-absl::Status DecodeParallel(const Unit& unit, std::span<uint16_t> out, ThreadPool* pool) {
+UnitDecoder::UnitDecoder(const Unit& unit) : unit_(&unit) {
+  table_ = std::make_unique<std::array<uint64_t, 1 << kTableBits>>();
+  BuildMultiSymbolTable(unit, *table_);
+}
+
+absl::Status UnitDecoder::Decode(std::span<uint16_t> out, ThreadPool* pool) const {
+  const Unit& unit = *unit_;
   if (absl::Status s = CheckOutput(unit, out); !s.ok()) return s;
-  MultiSymbolTable table;
-  BuildMultiSymbolTable(unit, table);
   std::mutex mu;
   absl::Status first_error;
   auto decode_range = [&](size_t begin, size_t end) {
-    absl::Status s = DecodeBlocks(unit, table, begin, end, out);
+    absl::Status s = DecodeBlocks(unit, *table_, begin, end, out);
     if (!s.ok()) {
       std::lock_guard<std::mutex> lock(mu);
       if (first_error.ok()) first_error = std::move(s);
@@ -275,27 +289,53 @@ absl::Status DecodeParallel(const Unit& unit, std::span<uint16_t> out, ThreadPoo
   return first_error;
 }
 
-absl::Status DecodeElements(const Unit& unit, size_t first, std::span<uint16_t> out) {
+absl::Status UnitDecoder::DecodeInPieces(
+    size_t first, size_t last,
+    const std::function<void(std::span<const uint16_t> values)>& sink) const {
+  const Unit& unit = *unit_;
   const size_t n = unit.num_elements();
-  if (first > n || out.size() > n - first) {
-    return absl::InvalidArgumentError(absl::StrCat("elements [", first, ", ", first + out.size(),
-                                                   ") of unit ", unit.name(), ", which has ", n));
+  if (first > last || last > n) {
+    return absl::InvalidArgumentError(absl::StrCat("elements [", first, ", ", last, ") of unit ",
+                                                   unit.name(), ", which has ", n));
   }
-  if (out.empty()) return absl::OkStatus();
+  if (first == last) return absl::OkStatus();
   // The blocks whose element ranges meet [first, last): from the last block starting at or
   // before `first` through the last block starting before `last`.
-  const size_t last = first + out.size();
   const std::span<const uint32_t> p = unit.positions();
   const size_t begin = std::upper_bound(p.begin(), p.end() - 1, first) - p.begin() - 1;
   const size_t end = std::lower_bound(p.begin() + begin, p.end() - 1, last) - p.begin();
-  MultiSymbolTable table;
-  BuildMultiSymbolTable(unit, table);
-  // Per thread, kept across calls: an embedding lookup runs once per token.
-  thread_local std::vector<uint16_t> blocks;
-  blocks.resize(p[end] - p[begin]);
-  DF11_RETURN_IF_ERROR(DecodeBlocks(unit, table, begin, end, blocks, p[begin]));
-  std::memcpy(out.data(), blocks.data() + (first - p[begin]), out.size() * sizeof(uint16_t));
+  // Two blocks at a time (the decoder's lockstep pair), into a buffer kept per thread.
+  thread_local std::vector<uint16_t> pair;
+  for (size_t b = begin; b < end; b += 2) {
+    const size_t b_end = std::min(b + 2, end);
+    pair.resize(p[b_end] - p[b]);
+    DF11_RETURN_IF_ERROR(DecodeBlocks(unit, *table_, b, b_end, pair, p[b]));
+    const size_t lo = std::max<size_t>(first, p[b]), hi = std::min<size_t>(last, p[b_end]);
+    if (lo < hi) sink(std::span<const uint16_t>(pair).subspan(lo - p[b], hi - lo));
+  }
   return absl::OkStatus();
+}
+
+absl::Status UnitDecoder::DecodeElements(size_t first, std::span<uint16_t> out) const {
+  if (first > unit_->num_elements() || out.size() > unit_->num_elements() - first) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "elements [", first, ", ", first + out.size(), ") of unit ", unit_->name(),
+        ", which has ", unit_->num_elements()));
+  }
+  size_t done = 0;
+  return DecodeInPieces(first, first + out.size(), [&](std::span<const uint16_t> values) {
+    std::memcpy(out.data() + done, values.data(), values.size() * sizeof(uint16_t));
+    done += values.size();
+  });
+}
+
+absl::Status DecodeParallel(const Unit& unit, std::span<uint16_t> out, ThreadPool* pool) {
+  if (absl::Status s = CheckOutput(unit, out); !s.ok()) return s;
+  return UnitDecoder(unit).Decode(out, pool);
+}
+
+absl::Status DecodeElements(const Unit& unit, size_t first, std::span<uint16_t> out) {
+  return UnitDecoder(unit).DecodeElements(first, out);
 }
 
 }  // namespace df11::codec

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
@@ -142,6 +143,20 @@ __attribute__((target("avx2,fma"))) void MatVecAvx2(const uint16_t* w, int64_t i
 
 const bool kHasAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 
+// y[r * out + k] = W[k] · x[r] for the n W rows at `w`: the same arithmetic whichever rows are
+// passed together, so results do not depend on how rows are split.
+void MatVec(const uint16_t* w, size_t n, int64_t in, const float* x, int64_t rows, int64_t out,
+            float* y) {
+  if (kHasAvx2Fma) {
+    MatVecAvx2(w, in, x, rows, out, 0, n, y);
+  } else {
+    MatVecPortable(w, in, x, rows, out, 0, n, y);
+  }
+}
+
+// Input rows from which a matrix product goes to sgemm rather than the matrix-vector kernel.
+constexpr int64_t kGemmRows = 8;
+
 }  // namespace
 
 CpuKvCache::CpuKvCache(const ModelConfig& config, int64_t capacity)
@@ -173,19 +188,20 @@ uint64_t CpuBackend::scratch_bytes() const {
   return scratch_.capacity() * sizeof(uint16_t) + floats * sizeof(float);
 }
 
-void CpuBackend::Linear(const uint16_t* w, const uint16_t* bias, int64_t out, int64_t in,
-                        const float* x, int64_t rows, float* y) {
+absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_t out,
+                                int64_t in, const float* x, int64_t rows, float* y) {
   // Many rows (prefill): W converted to fp32 a slice of rows at a time (a few MB, so the copy
   // stays small next to the model) and multiplied by sgemm. Few rows (decode): each W row is
   // read once and used for every input row, rows of W split over the threads.
-  constexpr int64_t kGemmRows = 8;
-  if (rows >= kGemmRows) {
+  if (w.data == nullptr) {
+    DF11_RETURN_IF_ERROR(LinearFused(w, out, in, x, rows, y));
+  } else if (rows >= kGemmRows) {
     const int64_t slice = std::max<int64_t>(64, (int64_t{4} << 20) / in);  // ~16 MB of fp32
     weights_f32_.resize(std::min(out, slice) * in);
     for (int64_t o0 = 0; o0 < out; o0 += slice) {
       const int64_t n = std::min(slice, out - o0);
       pool_.ParallelFor(n, 64, [&](size_t b, size_t e) {
-        Bf16ToFloat(w + (o0 + b) * in, weights_f32_.data() + b * in, (e - b) * in);
+        Bf16ToFloat(w.data + (o0 + b) * in, weights_f32_.data() + b * in, (e - b) * in);
       });
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
                   static_cast<int>(n), static_cast<int>(in), 1.0f, x, static_cast<int>(in),
@@ -194,11 +210,7 @@ void CpuBackend::Linear(const uint16_t* w, const uint16_t* bias, int64_t out, in
     }
   } else {
     pool_.ParallelFor(out, 64, [&](size_t b, size_t e) {
-      if (kHasAvx2Fma) {
-        MatVecAvx2(w, in, x, rows, out, b, e, y);
-      } else {
-        MatVecPortable(w, in, x, rows, out, b, e, y);
-      }
+      MatVec(w.data + b * in, e - b, in, x, rows, out, y + b);
     });
   }
   if (bias != nullptr) {
@@ -206,6 +218,48 @@ void CpuBackend::Linear(const uint16_t* w, const uint16_t* bias, int64_t out, in
       for (int64_t o = 0; o < out; ++o) y[r * out + o] += Bf16ToFloat(bias[o]);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::LinearFused(const MatrixRef& w, int64_t out, int64_t in, const float* x,
+                                     int64_t rows, float* y) {
+  // Ranges of whole W rows, about 128K weights each: a range decodes the blocks that hold its
+  // rows, so a block split between two ranges is decoded twice (a few percent more work).
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 17) / in));
+  std::mutex mu;
+  absl::Status first_error;
+  pool_.ParallelFor(out, grain, [&](size_t begin, size_t end) {
+    thread_local std::vector<uint16_t> partial;  // the start of a row split between pieces
+    partial.resize(in);
+    size_t row = begin, filled = 0;
+    absl::Status s = w.unit->DecodeInPieces(
+        w.offset + begin * in, w.offset + end * in, [&](std::span<const uint16_t> piece) {
+          size_t used = 0;
+          while (used < piece.size()) {
+            if (filled == 0 && piece.size() - used >= static_cast<size_t>(in)) {
+              const size_t whole = (piece.size() - used) / in;
+              MatVec(piece.data() + used, whole, in, x, rows, out, y + row);
+              row += whole;
+              used += whole * in;
+              continue;
+            }
+            const size_t take = std::min<size_t>(in - filled, piece.size() - used);
+            std::memcpy(partial.data() + filled, piece.data() + used, take * sizeof(uint16_t));
+            filled += take;
+            used += take;
+            if (filled == static_cast<size_t>(in)) {
+              MatVec(partial.data(), 1, in, x, rows, out, y + row);
+              ++row;
+              filled = 0;
+            }
+          }
+        });
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (first_error.ok()) first_error = std::move(s);
+    }
+  });
+  return first_error;
 }
 
 void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache,
@@ -241,16 +295,16 @@ void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cach
   });
 }
 
-void CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
+absl::Status CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
                               std::span<const SequenceStep> batch, int64_t rows,
                               const std::vector<float>& inv_freq) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
   // Attention.
   for (int64_t r = 0; r < rows; ++r) RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, &h_[r * H]);
-  Linear(w.q_proj, w.q_bias, nh * d, H, h_.data(), rows, q_.data());
-  Linear(w.k_proj, w.k_bias, nkv * d, H, h_.data(), rows, k_.data());
-  Linear(w.v_proj, w.v_bias, nkv * d, H, h_.data(), rows, v_.data());
+  DF11_RETURN_IF_ERROR(Linear(w.q_proj, w.q_bias, nh * d, H, h_.data(), rows, q_.data()));
+  DF11_RETURN_IF_ERROR(Linear(w.k_proj, w.k_bias, nkv * d, H, h_.data(), rows, k_.data()));
+  DF11_RETURN_IF_ERROR(Linear(w.v_proj, w.v_bias, nkv * d, H, h_.data(), rows, v_.data()));
   int64_t r = 0;
   for (const SequenceStep& s : batch) {
     auto& cache = static_cast<CpuKvCache&>(*s.cache);
@@ -274,17 +328,18 @@ void CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeight
     Attention(c, l, static_cast<CpuKvCache&>(*s.cache), n, r, q_.data(), attn_.data());
     r += n;
   }
-  Linear(w.o_proj, w.o_bias, H, nh * d, attn_.data(), rows, tmp_.data());
+  DF11_RETURN_IF_ERROR(Linear(w.o_proj, w.o_bias, H, nh * d, attn_.data(), rows, tmp_.data()));
   for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
   // MLP.
   for (r = 0; r < rows; ++r) {
     RmsNorm(&x_[r * H], w.post_attention_norm, H, c.rms_norm_eps, &h_[r * H]);
   }
-  Linear(w.gate_proj, w.gate_bias, I, H, h_.data(), rows, gate_.data());
-  Linear(w.up_proj, w.up_bias, I, H, h_.data(), rows, up_.data());
+  DF11_RETURN_IF_ERROR(Linear(w.gate_proj, w.gate_bias, I, H, h_.data(), rows, gate_.data()));
+  DF11_RETURN_IF_ERROR(Linear(w.up_proj, w.up_bias, I, H, h_.data(), rows, up_.data()));
   for (int64_t i = 0; i < rows * I; ++i) gate_[i] = Silu(gate_[i]) * up_[i];
-  Linear(w.down_proj, w.down_bias, H, I, gate_.data(), rows, tmp_.data());
+  DF11_RETURN_IF_ERROR(Linear(w.down_proj, w.down_bias, H, I, gate_.data(), rows, tmp_.data()));
   for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
+  return absl::OkStatus();
 }
 
 absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceStep> batch,
@@ -317,11 +372,14 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
     }
     rows += static_cast<int64_t>(s.tokens.size());
   }
-  // Two layer scratches side by side; the output head reuses the whole buffer afterwards.
+  // Few rows of a DF11 model: matrices stay compressed and are decoded inside the products.
+  // Otherwise two layer scratches side by side; the output head reuses the whole buffer after.
+  const bool fused = model.is_df11() && !model.vectors_in_units() && rows < kGemmRows;
   const size_t layer_elements = model.layer_scratch_elements();
-  scratch_.resize(std::max(2 * layer_elements, model.head_scratch_elements()));
+  if (!fused) scratch_.resize(std::max(2 * layer_elements, model.head_scratch_elements()));
   auto layer_scratch = [&](int64_t l) {
-    return std::span(scratch_).subspan((l % 2) * layer_elements, layer_elements);
+    return fused ? std::span<uint16_t>(scratch_).first(0)
+                 : std::span(scratch_).subspan((l % 2) * layer_elements, layer_elements);
   };
   x_.resize(rows * H);
   h_.resize(rows * H);
@@ -343,8 +401,9 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
   }
   // Block l + 1 decodes in the background while block l computes. The job writes `next`; the
   // loop reads it only after Wait(), and every return path waits first (the job uses scratch_).
-  const bool overlap = options_.overlap_decode && model.is_df11() && c.num_layers > 1;
-  absl::StatusOr<LayerWeights> next = model.Layer(0, layer_scratch(0), &pool_);
+  const bool decode_matrices = !fused;
+  const bool overlap = options_.overlap_decode && model.is_df11() && !fused && c.num_layers > 1;
+  absl::StatusOr<LayerWeights> next = model.Layer(0, layer_scratch(0), &pool_, decode_matrices);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (overlap && l > 0) prefetch_.Wait();
     DF11_ASSIGN_OR_RETURN(const LayerWeights w, std::move(next));
@@ -352,10 +411,13 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
       if (overlap) {
         prefetch_.Start([&, l] { next = model.Layer(l + 1, layer_scratch(l + 1), &decode_pool_); });
       } else {
-        next = model.Layer(l + 1, layer_scratch(l + 1), &pool_);
+        next = model.Layer(l + 1, layer_scratch(l + 1), &pool_, decode_matrices);
       }
     }
-    ComputeLayer(c, l, w, batch, rows, inv_freq);
+    if (absl::Status s = ComputeLayer(c, l, w, batch, rows, inv_freq); !s.ok()) {
+      if (overlap) prefetch_.Wait();
+      return s;
+    }
   }
   // The last new token of each sequence: final norm, then the output head.
   int64_t r = 0, s_index = 0;
@@ -365,9 +427,8 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
     static_cast<CpuKvCache*>(s.cache)->Advance(static_cast<int64_t>(s.tokens.size()));
     ++s_index;
   }
-  DF11_ASSIGN_OR_RETURN(const uint16_t* head, model.LmHead(scratch_, &pool_));
-  Linear(head, nullptr, V, H, h_.data(), static_cast<int64_t>(batch.size()), logits.data());
-  return absl::OkStatus();
+  DF11_ASSIGN_OR_RETURN(const MatrixRef head, model.LmHead(scratch_, &pool_, !fused));
+  return Linear(head, nullptr, V, H, h_.data(), static_cast<int64_t>(batch.size()), logits.data());
 }
 
 }  // namespace df11::runtime

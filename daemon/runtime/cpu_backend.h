@@ -1,7 +1,11 @@
 // The CPU backend: the forward pass of Llama / Qwen2 / Qwen3 in fp32 from BF16 weights, one
-// decoder block at a time. For a DF11 model each block is decoded into one of two shared
-// scratches while the previous block computes; OpenBLAS runs the matrix products over many rows
-// (prefill) and an AVX2 BF16 matrix-vector kernel those over few (decode).
+// decoder block at a time.
+//  - Many rows (prefill): OpenBLAS sgemm. For a DF11 model each block is decoded into one of two
+//    shared scratches while the previous block computes.
+//  - Few rows (decode steps): an AVX2 BF16 matrix-vector kernel. For a DF11 model each thread
+//    decodes its rows of a matrix a block pair at a time and multiplies them while they are in
+//    cache, so decoded weights never go to memory and no scratch is needed. Each output is the
+//    same sum in the same order as from BF16 weights: both give identical logits.
 //
 //   CpuBackend backend(CpuBackend::Options{});
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, backend.NewCache(model->config(), 4096));
@@ -62,13 +66,17 @@ class CpuBackend final : public Backend {
   codec::ThreadPool& pool() { return pool_; }
 
  private:
-  // y[rows, out] = x[rows, in] · Wᵀ (+ bias), W BF16 [out, in].
-  void Linear(const uint16_t* w, const uint16_t* bias, int64_t out, int64_t in, const float* x,
-              int64_t rows, float* y);
+  // y[rows, out] = x[rows, in] · Wᵀ (+ bias), W BF16 [out, in]. A W still in its DF11 unit is
+  // decoded a block pair at a time by each thread and multiplied while in cache (LinearFused).
+  // kDataLoss from the decoder.
+  absl::Status Linear(const MatrixRef& w, const uint16_t* bias, int64_t out, int64_t in,
+                      const float* x, int64_t rows, float* y);
+  absl::Status LinearFused(const MatrixRef& w, int64_t out, int64_t in, const float* x,
+                           int64_t rows, float* y);
   void Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache, int64_t new_tokens,
                  int64_t first_row, const float* q, float* out);
   // Decoder layer l of one batch: x_ (rows x hidden) in place.
-  void ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
+  absl::Status ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
                     std::span<const SequenceStep> batch, int64_t rows,
                     const std::vector<float>& inv_freq);
 

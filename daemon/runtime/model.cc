@@ -102,6 +102,7 @@ absl::Status Model::Index() {
   };
   if (df11_ != nullptr) {
     for (const auto& u : df11_->units()) {
+      const codec::UnitDecoder& decoder = decoders_.try_emplace(&u, *u.unit).first->second;
       const codec::UnitTensors& t = u.unit->tensors();
       resident_bytes_ += t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
                          t.output_positions.size() + t.gaps.size() +
@@ -110,6 +111,7 @@ absl::Status Model::Index() {
       for (size_t i = 0; i < u.weight_names.size(); ++i) {
         Source s;
         s.unit = &u;
+        s.decoder = &decoder;
         s.offset = offset;
         s.shape = u.shapes[i];
         offset = i < u.split_positions->size() ? (*u.split_positions)[i] : u.unit->num_elements();
@@ -137,7 +139,9 @@ absl::Status Model::Index() {
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::vector<std::string> names = LayerTensorNames(c, i);
     for (size_t k = 0; k < names.size(); ++k) {
-      if (!names[k].empty()) DF11_RETURN_IF_ERROR(Find(names[k], shapes[k]).status());
+      if (names[k].empty()) continue;
+      DF11_ASSIGN_OR_RETURN(const Source* source, Find(names[k], shapes[k]));
+      if (shapes[k].size() == 1 && source->unit != nullptr) vectors_in_units_ = true;
     }
     layer_scratch_elements_ = std::max(layer_scratch_elements_, units_elements(names));
   }
@@ -171,19 +175,23 @@ absl::StatusOr<const Model::Source*> Model::Find(const std::string& name,
   return &s;
 }
 
-absl::Status Model::Resolve(std::span<const std::string> names, std::span<const uint16_t**> out,
+absl::Status Model::Resolve(std::span<const std::string> names,
+                            std::span<const bool> keep_compressed, std::span<MatrixRef> out,
                             std::span<uint16_t> scratch, codec::ThreadPool* pool) const {
   // Each DF11 unit the names touch is decoded once, into consecutive scratch regions.
   std::map<const codec::Df11Model::UnitEntry*, size_t> decoded;  // unit -> scratch offset
   size_t used = 0;
   for (size_t k = 0; k < names.size(); ++k) {
-    if (names[k].empty()) {
-      *out[k] = nullptr;
-      continue;
-    }
+    out[k] = MatrixRef{};
+    if (names[k].empty()) continue;
     const Source& s = sources_.at(names[k]);
     if (s.unit == nullptr) {
-      *out[k] = s.data;
+      out[k].data = s.data;
+      continue;
+    }
+    if (keep_compressed[k]) {
+      out[k].unit = s.decoder;
+      out[k].offset = s.offset;
       continue;
     }
     auto [it, fresh] = decoded.emplace(s.unit, used);
@@ -191,30 +199,37 @@ absl::Status Model::Resolve(std::span<const std::string> names, std::span<const 
       const size_t n = s.unit->unit->num_elements();
       if (used + n > scratch.size()) {
         return absl::InvalidArgumentError(absl::StrCat("scratch of ", scratch.size(),
-                                                       " elements; the model needs ",
-                                                       used + n));
+                                                       " elements; the model needs ", used + n));
       }
-      DF11_RETURN_IF_ERROR(codec::DecodeParallel(*s.unit->unit, scratch.subspan(used, n), pool));
+      DF11_RETURN_IF_ERROR(s.decoder->Decode(scratch.subspan(used, n), pool));
       used += n;
     }
-    *out[k] = scratch.data() + it->second + s.offset;
+    out[k].data = scratch.data() + it->second + s.offset;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<LayerWeights> Model::Layer(int64_t i, std::span<uint16_t> scratch,
-                                          codec::ThreadPool* pool) const {
+                                          codec::ThreadPool* pool, bool decode_matrices) const {
   if (i < 0 || i >= config_.num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("layer ", i, " of ", config_.num_layers));
   }
-  LayerWeights w;
-  const uint16_t** slots[] = {&w.q_proj,     &w.k_proj,     &w.v_proj,    &w.o_proj,
-                              &w.gate_proj,  &w.up_proj,    &w.down_proj, &w.input_norm,
-                              &w.post_attention_norm, &w.q_norm, &w.k_norm, &w.q_bias,
-                              &w.k_bias,     &w.v_bias,     &w.o_bias,    &w.gate_bias,
-                              &w.up_bias,    &w.down_bias};
   const std::vector<std::string> names = LayerTensorNames(config_, i);
-  DF11_RETURN_IF_ERROR(Resolve(names, slots, scratch, pool));
+  constexpr size_t kMatrices = 7;  // the first names are the matrices, in LayerWeights order
+  bool keep[18] = {};
+  for (size_t k = 0; k < kMatrices; ++k) keep[k] = !decode_matrices;
+  MatrixRef refs[18];
+  static_assert(std::size(refs) == 18);
+  DF11_RETURN_IF_ERROR(Resolve(names, keep, refs, scratch, pool));
+  LayerWeights w;
+  MatrixRef* matrices[kMatrices] = {&w.q_proj, &w.k_proj,  &w.v_proj,   &w.o_proj,
+                                    &w.gate_proj, &w.up_proj, &w.down_proj};
+  for (size_t k = 0; k < kMatrices; ++k) *matrices[k] = refs[k];
+  const uint16_t** vectors[] = {&w.input_norm, &w.post_attention_norm, &w.q_norm, &w.k_norm,
+                                &w.q_bias,     &w.k_bias,              &w.v_bias, &w.o_bias,
+                                &w.gate_bias,  &w.up_bias,             &w.down_bias};
+  static_assert(kMatrices + std::size(vectors) == std::size(refs));
+  for (size_t k = 0; k < std::size(vectors); ++k) *vectors[k] = refs[kMatrices + k].data;
   return w;
 }
 
@@ -231,7 +246,7 @@ absl::Status Model::EmbedTokens(std::span<const int32_t> tokens, float* out) con
     }
     const uint16_t* bf16 = s.data + int64_t{t} * hidden;
     if (s.unit != nullptr) {
-      DF11_RETURN_IF_ERROR(codec::DecodeElements(*s.unit->unit, s.offset + size_t(t) * hidden, row));
+      DF11_RETURN_IF_ERROR(s.decoder->DecodeElements(s.offset + size_t(t) * hidden, row));
       bf16 = row.data();
     }
     float* o = out + k * hidden;
@@ -243,13 +258,14 @@ absl::Status Model::EmbedTokens(std::span<const int32_t> tokens, float* out) con
   return absl::OkStatus();
 }
 
-absl::StatusOr<const uint16_t*> Model::LmHead(std::span<uint16_t> scratch,
-                                              codec::ThreadPool* pool) const {
+absl::StatusOr<MatrixRef> Model::LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool,
+                                        bool decode) const {
   const std::string name = config_.tie_word_embeddings ? kEmbedding : "lm_head.weight";
-  const uint16_t* data = nullptr;
-  const uint16_t** slot = &data;
-  DF11_RETURN_IF_ERROR(Resolve(std::span(&name, 1), std::span(&slot, 1), scratch, pool));
-  return data;
+  const bool keep = !decode;
+  MatrixRef ref;
+  DF11_RETURN_IF_ERROR(Resolve(std::span(&name, 1), std::span(&keep, 1), std::span(&ref, 1),
+                               scratch, pool));
+  return ref;
 }
 
 }  // namespace df11::runtime

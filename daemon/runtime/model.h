@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codec/decoder.h"
 #include "codec/model.h"
 #include "codec/safetensors.h"
 #include "codec/thread_pool.h"
@@ -23,16 +24,18 @@
 
 namespace df11::runtime {
 
-// BF16 views of one decoder layer. Matrices are [out, in] row-major. Pointers into a DF11 model's
-// scratch stay valid until the scratch is reused; optional tensors are nullptr when absent.
+// A BF16 matrix [out, in] row-major: in memory (`data`), or, not decoded, the elements from
+// `offset` on of a DF11 unit (`unit`), for consumers that decode as they go.
+struct MatrixRef {
+  const uint16_t* data = nullptr;
+  const codec::UnitDecoder* unit = nullptr;
+  size_t offset = 0;
+};
+
+// BF16 views of one decoder layer. Pointers into a DF11 model's scratch stay valid until the
+// scratch is reused; optional tensors are nullptr when absent.
 struct LayerWeights {
-  const uint16_t* q_proj = nullptr;
-  const uint16_t* k_proj = nullptr;
-  const uint16_t* v_proj = nullptr;
-  const uint16_t* o_proj = nullptr;
-  const uint16_t* gate_proj = nullptr;
-  const uint16_t* up_proj = nullptr;
-  const uint16_t* down_proj = nullptr;
+  MatrixRef q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
   const uint16_t* input_norm = nullptr;
   const uint16_t* post_attention_norm = nullptr;
   const uint16_t* q_norm = nullptr;  // Qwen3
@@ -62,18 +65,25 @@ class Model {
   // engine (a backend keeps two layer scratches, so the next layer decodes while one computes).
   size_t layer_scratch_elements() const { return layer_scratch_elements_; }
   size_t head_scratch_elements() const { return head_scratch_elements_; }
+  // True when some layer's norm or bias is in a DF11 unit (a custom pattern_dict): then even
+  // Layer(..., decode_matrices = false) decodes into scratch.
+  bool vectors_in_units() const { return vectors_in_units_; }
   // Resident bytes: compressed units plus passthrough tensors (DF11), or the checkpoint's tensors.
   uint64_t resident_bytes() const { return resident_bytes_; }
 
-  // Decoder layer i (decoding its DF11 units into `scratch` on `pool`). kDataLoss from the decoder.
-  absl::StatusOr<LayerWeights> Layer(int64_t i, std::span<uint16_t> scratch,
-                                     codec::ThreadPool* pool) const;
+  // Decoder layer i, decoding its DF11 units into `scratch` on `pool`; with `decode_matrices`
+  // false, matrices in DF11 units are left compressed (MatrixRef::unit) and only other tensors in
+  // units, if any, are decoded. kDataLoss from the decoder.
+  absl::StatusOr<LayerWeights> Layer(int64_t i, std::span<uint16_t> scratch, codec::ThreadPool* pool,
+                                     bool decode_matrices = true) const;
   // The embedding rows of `tokens` in fp32 into out[k * hidden, (k + 1) * hidden). A DF11
   // embedding decodes only the blocks that hold those rows. Token ids must be in the vocabulary
   // (checked: kInvalidArgument); kDataLoss from the decoder.
   absl::Status EmbedTokens(std::span<const int32_t> tokens, float* out) const;
-  // The output head [vocab, hidden] (the embedding when tied), decoded into `scratch` if DF11.
-  absl::StatusOr<const uint16_t*> LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool) const;
+  // The output head [vocab, hidden] (the embedding when tied), decoded into `scratch` if DF11
+  // unless `decode` is false.
+  absl::StatusOr<MatrixRef> LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool,
+                                   bool decode = true) const;
   const uint16_t* final_norm() const { return final_norm_; }
 
  private:
@@ -81,22 +91,27 @@ class Model {
   struct Source {
     const uint16_t* data = nullptr;                       // plain tensor
     const codec::Df11Model::UnitEntry* unit = nullptr;    // or a unit ...
+    const codec::UnitDecoder* decoder = nullptr;          // ... with its decoder ...
     size_t offset = 0;                                    // ... and the piece's first element
     std::vector<int64_t> shape;
   };
   Model() = default;
   absl::Status Index();
   absl::StatusOr<const Source*> Find(const std::string& name, std::vector<int64_t> shape) const;
-  // Resolves `names` (null entries skipped), decoding the units they need into `scratch`.
-  absl::Status Resolve(std::span<const std::string> names, std::span<const uint16_t**> out,
-                       std::span<uint16_t> scratch, codec::ThreadPool* pool) const;
+  // Resolves `names` (empty entries give an empty MatrixRef), decoding the units they need into
+  // `scratch`, except for names whose `keep_compressed` entry is true.
+  absl::Status Resolve(std::span<const std::string> names, std::span<const bool> keep_compressed,
+                       std::span<MatrixRef> out, std::span<uint16_t> scratch,
+                       codec::ThreadPool* pool) const;
 
   ModelConfig config_;
   std::unique_ptr<codec::Df11Model> df11_;
   std::unique_ptr<codec::Checkpoint> checkpoint_;
   std::map<std::string, Source> sources_;
+  std::map<const codec::Df11Model::UnitEntry*, codec::UnitDecoder> decoders_;
   std::vector<std::vector<uint16_t>> aligned_copies_;  // tensors whose mapping is misaligned
   const uint16_t* final_norm_ = nullptr;
+  bool vectors_in_units_ = false;
   size_t layer_scratch_elements_ = 0;
   size_t head_scratch_elements_ = 0;
   uint64_t resident_bytes_ = 0;
