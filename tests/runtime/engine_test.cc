@@ -160,6 +160,52 @@ TEST(CpuBackendTest, RejectsBadSteps) {
   EXPECT_EQ(cache.length(), 0);
 }
 
+// Zeroes bytes [first, last) of tensor `name`'s data in the safetensors file `path`.
+void ZeroTensorBytes(const fs::path& path, const std::string& name, size_t first, size_t last) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_size = 0;
+  f.read(reinterpret_cast<char*>(&header_size), 8);
+  std::string header(header_size, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(header_size));
+  const nlohmann::json h = nlohmann::json::parse(header);
+  const size_t begin = h[name]["data_offsets"][0].get<size_t>();
+  ASSERT_LE(begin + last, h[name]["data_offsets"][1].get<size_t>());
+  f.seekp(static_cast<std::streamoff>(8 + header_size + begin + first));
+  const std::string zeros(last - first, '\0');
+  f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  ASSERT_TRUE(f.good());
+}
+
+// A DF11 block whose codes were overwritten loads (only the bitstream is wrong) but every forward
+// pass through it is kDataLoss naming the unit, for prefill (decoded into scratch) and for decode
+// steps (decoded inside the matrix products); the same backend keeps serving a sound model.
+TEST(CpuBackendTest, CorruptBlockIsDataLossAndOtherModelsKeepServing) {
+  const fs::path corrupt = fs::path(::testing::TempDir()) / "engine_qwen3_corrupt";
+  fs::remove_all(corrupt);
+  fs::copy(Df11Dir("qwen3"), corrupt);
+  ZeroTensorBytes(corrupt / "model_layers_1.safetensors", "model.layers.1.encoded_exponent", 1000,
+                  3000);
+  if (HasFatalFailure()) return;
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> bad, Model::Load(corrupt.string()));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> good, Model::Load(Df11Dir("qwen3").string()));
+  CpuBackend backend({.threads = 2});
+  const int64_t V = bad->config().vocab_size;
+  std::vector<float> logits(V);
+  for (const size_t tokens : {size_t{1}, size_t{12}}) {
+    SCOPED_TRACE(::testing::Message() << tokens << " tokens");
+    DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> cache,
+                              backend.NewCache(bad->config(), 16));
+    const std::vector<int32_t> prompt(tokens, 5);
+    SequenceStep step{cache.get(), prompt};
+    EXPECT_THAT(backend.Forward(*bad, std::span(&step, 1), logits),
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr("model.layers.1")));
+    EXPECT_EQ(cache->length(), 0);
+  }
+  const auto& golden = Goldens()["models"]["qwen3"][0];
+  const Generation run = Generate(backend, *good, golden["prompt"].get<std::vector<int32_t>>());
+  EXPECT_EQ(run.greedy, golden["greedy"].get<std::vector<int32_t>>());
+}
+
 TEST(ModelConfigTest, BothRopeSpellingsAndUnsupportedArchitectures) {
   const std::string legacy = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10,
