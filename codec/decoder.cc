@@ -304,14 +304,14 @@ absl::Status UnitDecoder::DecodeInPieces(
   const std::span<const uint32_t> p = unit.positions();
   const size_t begin = std::upper_bound(p.begin(), p.end() - 1, first) - p.begin() - 1;
   const size_t end = std::lower_bound(p.begin() + begin, p.end() - 1, last) - p.begin();
-  // Two blocks at a time (the decoder's lockstep pair), into a buffer kept per thread.
-  thread_local std::vector<uint16_t> pair;
-  for (size_t b = begin; b < end; b += 2) {
-    const size_t b_end = std::min(b + 2, end);
-    pair.resize(p[b_end] - p[b]);
-    DF11_RETURN_IF_ERROR(DecodeBlocks(unit, *table_, b, b_end, pair, p[b]));
+  // kLockstep blocks at a time (decoded in lockstep), into a buffer kept per thread.
+  thread_local std::vector<uint16_t> piece;
+  for (size_t b = begin; b < end; b += kLockstep) {
+    const size_t b_end = std::min<size_t>(b + kLockstep, end);
+    piece.resize(p[b_end] - p[b]);
+    DF11_RETURN_IF_ERROR(DecodeBlocks(unit, *table_, b, b_end, piece, p[b]));
     const size_t lo = std::max<size_t>(first, p[b]), hi = std::min<size_t>(last, p[b_end]);
-    if (lo < hi) sink(std::span<const uint16_t>(pair).subspan(lo - p[b], hi - lo));
+    if (lo < hi) sink(std::span<const uint16_t>(piece).subspan(lo - p[b], hi - lo));
   }
   return absl::OkStatus();
 }

@@ -44,7 +44,7 @@ class UnitDecoder {
   // As DecodeParallel.
   absl::Status Decode(std::span<uint16_t> out, ThreadPool* pool) const;
   // Decodes elements [first, last) only, on the calling thread, in element order: the blocks
-  // that hold them, two at a time, each pair's values (clipped to the range) handed to `sink`,
+  // that hold them, four at a time, each piece's values (clipped to the range) handed to `sink`,
   // valid during the call only. The same checks as DecodeParallel on those blocks. For consumers
   // that use the values at once, such as a matrix-vector product over a block's rows.
   // kInvalidArgument for a range outside the unit; kDataLoss from a corrupt block (after the

@@ -223,9 +223,11 @@ absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_
 
 absl::Status CpuBackend::LinearFused(const MatrixRef& w, int64_t out, int64_t in, const float* x,
                                      int64_t rows, float* y) {
-  // Ranges of whole W rows, about 128K weights each: a range decodes the blocks that hold its
-  // rows, so a block split between two ranges is decoded twice (a few percent more work).
-  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, (int64_t{1} << 17) / in));
+  // Ranges of whole W rows: a range decodes the blocks that hold its rows, so a block split
+  // between two ranges is decoded twice. Blocks hold about 23K weights of LLM data; ranges of
+  // 128K-512K weights (four per thread when the matrix is large enough) keep that under 10 %.
+  const int64_t per_range = std::clamp<int64_t>(out * in / (4 * pool_.size()), 1 << 17, 1 << 19);
+  const size_t grain = static_cast<size_t>(std::max<int64_t>(1, per_range / in));
   std::mutex mu;
   absl::Status first_error;
   pool_.ParallelFor(out, grain, [&](size_t begin, size_t end) {

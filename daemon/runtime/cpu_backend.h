@@ -3,7 +3,7 @@
 //  - Many rows (prefill): OpenBLAS sgemm. For a DF11 model each block is decoded into one of two
 //    shared scratches while the previous block computes.
 //  - Few rows (decode steps): an AVX2 BF16 matrix-vector kernel. For a DF11 model each thread
-//    decodes its rows of a matrix a block pair at a time and multiplies them while they are in
+//    decodes its rows of a matrix four blocks at a time and multiplies them while they are in
 //    cache, so decoded weights never go to memory and no scratch is needed. Each output is the
 //    same sum in the same order as from BF16 weights: both give identical logits.
 //
@@ -67,7 +67,7 @@ class CpuBackend final : public Backend {
 
  private:
   // y[rows, out] = x[rows, in] · Wᵀ (+ bias), W BF16 [out, in]. A W still in its DF11 unit is
-  // decoded a block pair at a time by each thread and multiplied while in cache (LinearFused).
+  // decoded four blocks at a time by each thread and multiplied while in cache (LinearFused).
   // kDataLoss from the decoder.
   absl::Status Linear(const MatrixRef& w, const uint16_t* bias, int64_t out, int64_t in,
                       const float* x, int64_t rows, float* y);
