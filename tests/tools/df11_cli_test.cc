@@ -56,7 +56,7 @@ TEST(Df11CliTest, UsageErrorsExitWithTwo) {
 TEST(Df11CliTest, EveryCommandHasHelp) {
   for (const char* command :
        {"compress", "decompress", "verify", "inspect", "bench", "synth", "demo", "devices",
-        "gpu-bench"}) {
+        "gpu-bench", "generate", "engine-bench"}) {
     Result r = Df11(std::string(command) + " --help");
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_THAT(r.output, HasSubstr("Usage: df11 " + std::string(command))) << command;
@@ -147,6 +147,94 @@ TEST(Df11CliTest, DemoRunsEndToEnd) {
   Result r = Df11("demo " + dir.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("tensors identical. OK"));
+}
+
+// `text` as one single-quoted shell word.
+std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+const fs::path kDemoModel = fs::path(DF11_SOURCE_DIR) / "models" / "demo";
+
+nlohmann::json DemoGoldens() {
+  std::ifstream in(fs::path(DF11_SOURCE_DIR) / "tests" / "data" / "demo" / "goldens.json");
+  return nlohmann::json::parse(in);
+}
+
+// The demo model, greedy, from its DF11 directory: transformers' prompt ids, tokens and text
+// (tools/make_demo_goldens.py), plain and with the chat template.
+TEST(Df11CliTest, GenerateOnTheDemoModelMatchesTransformers) {
+  const nlohmann::json goldens = DemoGoldens();
+  for (const auto& c : goldens["cases"]) {
+    const std::string prompt = c["prompt"].get<std::string>();
+    SCOPED_TRACE(prompt);
+    const std::string flags = c["chat"].get<bool>() ? " --chat" : "";
+    Result r = Df11("generate " + kDemoModel.string() + " --prompt " + ShellQuote(prompt) +
+                    " --temperature 0 --ignore-eos --json --max-tokens " +
+                    std::to_string(goldens["greedy_tokens"].get<int>()) + flags);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["token_ids"], c["greedy"]);
+    EXPECT_EQ(j["text"], c["text"]);
+    EXPECT_EQ(j["prompt_tokens"], c["prompt_ids"].size());
+    EXPECT_EQ(j["finish_reason"], "length");
+    EXPECT_GT(j["tokens_per_second"].get<double>(), 0);
+  }
+}
+
+TEST(Df11CliTest, GenerateStreamsTextAndSeedsRepeat) {
+  const nlohmann::json first = DemoGoldens()["cases"][0];
+  Result streamed = Df11("generate " + kDemoModel.string() + " --prompt " +
+                         ShellQuote(first["prompt"].get<std::string>()) +
+                         " --temperature 0 --ignore-eos --max-tokens " +
+                         std::to_string(first["greedy"].size()));
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.output;
+  EXPECT_THAT(streamed.output, HasSubstr(first["text"].get<std::string>()));
+  EXPECT_THAT(streamed.output, HasSubstr("tokens/s"));
+
+  const std::string sampled = "generate " + kDemoModel.string() +
+                              " --prompt 'import ' --temperature 0.9 --top-p 0.95 --seed 42 "
+                              "--max-tokens 12 --json";
+  Result a = Df11(sampled), b = Df11(sampled);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(nlohmann::json::parse(a.output)["token_ids"], nlohmann::json::parse(b.output)["token_ids"]);
+}
+
+TEST(Df11CliTest, GenerateErrors) {
+  Result no_prompt = Df11("generate " + kDemoModel.string());
+  EXPECT_EQ(no_prompt.exit_code, 2);
+  EXPECT_THAT(no_prompt.output, HasSubstr("--prompt is required"));
+  Result bad_p = Df11("generate " + kDemoModel.string() + " --prompt x --top-p 2");
+  EXPECT_EQ(bad_p.exit_code, 2);
+  EXPECT_THAT(bad_p.output, HasSubstr("--top-p must be a number from 0 to 1"));
+  Result no_model = Df11("generate " + TempDir("nothing").string() + " --prompt x");
+  EXPECT_EQ(no_model.exit_code, 1);
+  EXPECT_THAT(no_model.output, HasSubstr("config.json"));
+  Result too_long = Df11("generate " + kDemoModel.string() + " --prompt x --max-tokens 100000");
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_THAT(too_long.output, HasSubstr("the model's context holds"));
+}
+
+TEST(Df11CliTest, EngineBenchPrintsOneJsonObject) {
+  const fs::path src = TempDir("bench_src"), df11 = TempDir("bench_df11");
+  ASSERT_EQ(Df11("synth " + src.string() + " --layers 2 --hidden 128 --intermediate 256 --vocab 512").exit_code, 0);
+  ASSERT_EQ(Df11("compress " + src.string() + " " + df11.string()).exit_code, 0);
+  Result r = Df11("engine-bench --df11 " + df11.string() + " --bf16 " + src.string() +
+                  " --prompt-tokens 9 --tokens 2 --runs 1 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  for (const char* config : {"bf16", "df11", "df11-sequential"}) {
+    SCOPED_TRACE(config);
+    EXPECT_GT(j["configs"][config]["decode_tokens_per_second"].get<double>(), 0);
+    EXPECT_GT(j["configs"][config]["prefill_tokens_per_second"].get<double>(), 0);
+    EXPECT_GT(j["configs"][config]["kv_cache_bytes"].get<uint64_t>(), 0u);
+  }
+  EXPECT_LT(j["configs"]["df11"]["model_resident_bytes"].get<uint64_t>(),
+            j["configs"]["bf16"]["model_resident_bytes"].get<uint64_t>());
+  EXPECT_TRUE(j["ratios"]["df11"].contains("decode_vs_bf16"));
 }
 
 }  // namespace

@@ -67,6 +67,20 @@ absl::StatusOr<int64_t> Args::GetInt(const std::string& flag, int64_t fallback, 
   return n;
 }
 
+absl::StatusOr<double> Args::GetDouble(const std::string& flag, double fallback, double min,
+                                       double max) const {
+  std::optional<std::string> v = Get(flag);
+  if (!v.has_value()) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(v->c_str(), &end);
+  if (v->empty() || *end != '\0' || errno != 0 || !(x >= min && x <= max)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be a number from ", min, " to ", max, ", not '", *v, "'"));
+  }
+  return x;
+}
+
 Progress::Progress(std::string label) : label_(std::move(label)), tty_(isatty(STDERR_FILENO)) {}
 
 Progress::~Progress() { Done(); }

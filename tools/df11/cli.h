@@ -35,6 +35,9 @@ class Args {
   // The flag's value as an integer within [min, max]; `fallback` when absent.
   absl::StatusOr<int64_t> GetInt(const std::string& flag, int64_t fallback, int64_t min,
                                  int64_t max) const;
+  // The flag's value as a number within [min, max]; `fallback` when absent.
+  absl::StatusOr<double> GetDouble(const std::string& flag, double fallback, double min,
+                                   double max) const;
 
  private:
   std::vector<std::string> positional_;

@@ -17,6 +17,8 @@ int RunSynth(const std::vector<std::string>& args);
 int RunDemo(const std::vector<std::string>& args);
 int RunDevices(const std::vector<std::string>& args);
 int RunGpuBench(const std::vector<std::string>& args);
+int RunGenerate(const std::vector<std::string>& args);
+int RunEngineBench(const std::vector<std::string>& args);
 
 }  // namespace df11::tool
 

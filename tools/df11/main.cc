@@ -1,4 +1,4 @@
-// df11: compress, decompress, verify, inspect and benchmark DFloat11 models.
+// df11: compress, decompress, verify, inspect and benchmark DFloat11 models; generate text offline.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -25,6 +25,11 @@ Commands:
                                 encode/decode speed on synthetic LLM-like weights
   synth DIR [options]           write a synthetic BF16 model (Qwen3, Qwen2 or Llama shapes)
   demo [DIR]                    synth, compress, verify and inspect a small model
+  generate MODEL_DIR --prompt TEXT [--chat] [--max-tokens N] [--temperature T] [--top-p P]
+           [--top-k K] [--seed S] [--json]
+                                generate text on the CPU engine, without the daemon
+  engine-bench [--df11 DIR] [--bf16 DIR] [--json]
+                                CPU engine tokens/s with DF11 weights against BF16
   devices                       the CUDA devices this build can use
   gpu-bench [--sizes 1,16,200] [--json]
                                 GPU decoder speed against a device copy, on the current GPU
@@ -50,6 +55,8 @@ int main(int argc, char** argv) {
   if (command == "bench") return RunBench(args);
   if (command == "synth") return RunSynth(args);
   if (command == "demo") return RunDemo(args);
+  if (command == "generate") return RunGenerate(args);
+  if (command == "engine-bench") return RunEngineBench(args);
   if (command == "devices") return RunDevices(args);
   if (command == "gpu-bench") return RunGpuBench(args);
   std::fprintf(stderr, "df11: unknown command '%s'\n\n%s", command.c_str(), kUsage);

@@ -1,0 +1,202 @@
+// df11 engine-bench: CPU engine speed with DF11 weights against the same engine with BF16
+// weights, in one run: prefill and decode tokens per second, and the memory each model takes.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+#include "daemon/runtime/cpu_backend.h"
+#include "daemon/runtime/model.h"
+#include "nlohmann/json.hpp"
+#include "tools/df11/cli.h"
+#include "tools/df11/commands.h"
+
+namespace df11::tool {
+namespace {
+
+constexpr char kHelp[] = R"(Usage: df11 engine-bench [--df11 DIR] [--bf16 DIR] [options]
+
+Runs the CPU engine on a DF11 model and on the same model in BF16 (either may be left out) with
+random prompt tokens and reports, per configuration, the median of --runs of:
+  prefill   one forward pass over --prompt-tokens tokens        tokens/s
+  decode    --tokens single-token passes after that prompt      tokens/s
+Configurations: bf16; df11 (the next block decoded while the current one computes); and
+df11-sequential (each block decoded, then computed). They run in alternation, so a change in the
+machine's speed hits all of them alike; the ratios df11/bf16 are the result to quote. Memory: each
+model's resident bytes (DF11: compressed units + passthrough tensors), the backend's scratch, the
+KV cache, and the process's peak RSS.
+
+  --prompt-tokens N   prompt length (default 128)
+  --tokens N          decoded tokens per run (default 16)
+  --runs N            runs per configuration (default 3)
+  --threads N         CPU threads (default: one per CPU)
+  --json              one JSON object instead of text
+)";
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+uint64_t PeakRssBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+struct Config {
+  std::string name;
+  const runtime::Model* model;
+  std::unique_ptr<runtime::CpuBackend> backend;
+  std::vector<double> prefill_tps, decode_tps;
+  uint64_t kv_bytes = 0;
+};
+
+// One prefill and `tokens` decode steps (each feeding the argmax of the last logits).
+absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t tokens) {
+  const runtime::ModelConfig& mc = c.model->config();
+  DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::KvCache> cache,
+                        c.backend->NewCache(mc, static_cast<int64_t>(prompt.size()) + tokens));
+  c.kv_bytes = cache->bytes();
+  std::vector<float> logits(mc.vocab_size);
+  runtime::SequenceStep step{cache.get(), prompt};
+  auto start = Clock::now();
+  DF11_RETURN_IF_ERROR(c.backend->Forward(*c.model, std::span(&step, 1), logits));
+  c.prefill_tps.push_back(prompt.size() /
+                          std::chrono::duration<double>(Clock::now() - start).count());
+  start = Clock::now();
+  for (int64_t i = 0; i < tokens; ++i) {
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    runtime::SequenceStep s{cache.get(), std::span(&next, 1)};
+    DF11_RETURN_IF_ERROR(c.backend->Forward(*c.model, std::span(&s, 1), logits));
+  }
+  c.decode_tps.push_back(tokens / std::chrono::duration<double>(Clock::now() - start).count());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunEngineBench(const std::vector<std::string>& argv) {
+  absl::StatusOr<Args> args = Args::Parse(
+      argv, {"df11", "bf16", "prompt-tokens", "tokens", "runs", "threads"}, {"json", "help"});
+  if (!args.ok()) return UsageError("engine-bench", std::string(args.status().message()));
+  if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
+  if (!args->positional().empty()) return UsageError("engine-bench", "unexpected argument");
+  if (!args->Has("df11") && !args->Has("bf16")) {
+    return UsageError("engine-bench", "give --df11 DIR, --bf16 DIR or both");
+  }
+  absl::StatusOr<int64_t> prompt_tokens = args->GetInt("prompt-tokens", 128, 1, 1 << 16);
+  absl::StatusOr<int64_t> tokens = args->GetInt("tokens", 16, 1, 1 << 16);
+  absl::StatusOr<int64_t> runs = args->GetInt("runs", 3, 1, 1000);
+  absl::StatusOr<int64_t> threads =
+      args->GetInt("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024);
+  for (const auto* v : {&prompt_tokens, &tokens, &runs, &threads}) {
+    if (!v->ok()) return UsageError("engine-bench", std::string(v->status().message()));
+  }
+  const bool json = args->Has("json");
+  const int n_threads = static_cast<int>(*threads);
+
+  std::unique_ptr<runtime::Model> bf16, df11;
+  std::vector<Config> configs;
+  if (args->Has("bf16")) {
+    absl::StatusOr<std::unique_ptr<runtime::Model>> m = runtime::Model::Load(*args->Get("bf16"));
+    if (!m.ok()) return Fail("engine-bench", m.status());
+    bf16 = std::move(*m);
+    configs.push_back({"bf16", bf16.get(),
+                       std::make_unique<runtime::CpuBackend>(
+                           runtime::CpuBackend::Options{.threads = n_threads})});
+  }
+  if (args->Has("df11")) {
+    absl::StatusOr<std::unique_ptr<runtime::Model>> m = runtime::Model::Load(*args->Get("df11"));
+    if (!m.ok()) return Fail("engine-bench", m.status());
+    df11 = std::move(*m);
+    if (!df11->is_df11()) {
+      return Fail("engine-bench", absl::InvalidArgumentError(
+                                      absl::StrCat(*args->Get("df11"), " is not a DF11 model")));
+    }
+    configs.push_back({"df11", df11.get(),
+                       std::make_unique<runtime::CpuBackend>(
+                           runtime::CpuBackend::Options{.threads = n_threads})});
+    configs.push_back({"df11-sequential", df11.get(),
+                       std::make_unique<runtime::CpuBackend>(runtime::CpuBackend::Options{
+                           .threads = n_threads, .overlap_decode = false})});
+  }
+  const runtime::ModelConfig& mc = configs.front().model->config();
+  if (bf16 != nullptr && df11 != nullptr &&
+      (bf16->config().vocab_size != df11->config().vocab_size ||
+       bf16->config().num_layers != df11->config().num_layers)) {
+    return Fail("engine-bench",
+                absl::InvalidArgumentError("--df11 and --bf16 are not the same model"));
+  }
+  std::mt19937 rng(1);
+  std::vector<int32_t> prompt(*prompt_tokens);
+  for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % mc.vocab_size);
+
+  for (int64_t run = 0; run < *runs; ++run) {
+    for (Config& c : configs) {
+      if (!json) std::fprintf(stderr, "run %lld/%lld: %s\n", static_cast<long long>(run + 1),
+                              static_cast<long long>(*runs), c.name.c_str());
+      if (absl::Status s = RunOnce(c, prompt, *tokens); !s.ok()) return Fail("engine-bench", s);
+    }
+  }
+
+  nlohmann::json out = {{"threads", n_threads},
+                        {"prompt_tokens", *prompt_tokens},
+                        {"decode_tokens", *tokens},
+                        {"runs", *runs},
+                        {"layers", mc.num_layers},
+                        {"hidden_size", mc.hidden_size},
+                        {"vocab_size", mc.vocab_size},
+                        {"peak_rss_bytes", PeakRssBytes()}};
+  for (const Config& c : configs) {
+    out["configs"][c.name] = {{"prefill_tokens_per_second", Median(c.prefill_tps)},
+                              {"decode_tokens_per_second", Median(c.decode_tps)},
+                              {"model_resident_bytes", c.model->resident_bytes()},
+                              {"scratch_bytes", c.backend->scratch_bytes()},
+                              {"kv_cache_bytes", c.kv_bytes}};
+  }
+  if (bf16 != nullptr && df11 != nullptr) {
+    const auto& cfg = out["configs"];
+    for (const char* name : {"df11", "df11-sequential"}) {
+      out["ratios"][name] = {
+          {"decode_vs_bf16", cfg[name]["decode_tokens_per_second"].get<double>() /
+                                 cfg["bf16"]["decode_tokens_per_second"].get<double>()},
+          {"prefill_vs_bf16", cfg[name]["prefill_tokens_per_second"].get<double>() /
+                                  cfg["bf16"]["prefill_tokens_per_second"].get<double>()}};
+    }
+  }
+  if (json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("%-16s %14s %14s %12s %12s %12s\n", "config", "prefill tok/s", "decode tok/s",
+              "model", "scratch", "KV cache");
+  for (const Config& c : configs) {
+    std::printf("%-16s %14.1f %14.2f %12s %12s %12s\n", c.name.c_str(), Median(c.prefill_tps),
+                Median(c.decode_tps), HumanBytes(c.model->resident_bytes()).c_str(),
+                HumanBytes(c.backend->scratch_bytes()).c_str(), HumanBytes(c.kv_bytes).c_str());
+  }
+  if (out.contains("ratios")) {
+    for (const char* name : {"df11", "df11-sequential"}) {
+      std::printf("%s / bf16: decode %.3fx, prefill %.3fx\n", name,
+                  out["ratios"][name]["decode_vs_bf16"].get<double>(),
+                  out["ratios"][name]["prefill_vs_bf16"].get<double>());
+    }
+  }
+  std::printf("peak RSS %s\n", HumanBytes(PeakRssBytes()).c_str());
+  return kExitOk;
+}
+
+}  // namespace df11::tool
