@@ -24,6 +24,7 @@
 #endif
 #include "tests/testing/checkpoint_compare.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data_dir.h"
 
 namespace df11::codec {
 namespace {
@@ -31,10 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAreArray;
 
-fs::path OfficialData() {
-  const char* dir = std::getenv("DF11_TEST_DATA");
-  return fs::path(dir != nullptr ? dir : DF11_SOURCE_DIR "/tests/data") / "official";
-}
+fs::path OfficialData() { return ::df11::testing::TestDataDir("official"); }
 
 std::vector<uint8_t> Bytes(const TensorView& t) {
   const auto* p = reinterpret_cast<const uint8_t*>(t.data.data());

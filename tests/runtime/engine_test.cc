@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data_dir.h"
 
 namespace df11::runtime {
 namespace {
@@ -23,10 +24,7 @@ namespace fs = std::filesystem;
 using ::df11::testing::StatusIs;
 using ::testing::HasSubstr;
 
-fs::path EngineData() {
-  const char* dir = std::getenv("DF11_TEST_DATA");
-  return fs::path(dir != nullptr ? dir : DF11_SOURCE_DIR "/tests/data") / "engine";
-}
+fs::path EngineData() { return ::df11::testing::TestDataDir("engine"); }
 
 const nlohmann::json& Goldens() {
   static const nlohmann::json* goldens = [] {

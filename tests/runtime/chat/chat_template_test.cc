@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data_dir.h"
 
 namespace df11::runtime {
 namespace {
@@ -35,12 +36,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 using Json = nlohmann::ordered_json;
 
-std::string DataDir() {
-  if (const char* dir = std::getenv("DF11_TEST_DATA"); dir != nullptr && *dir != '\0') {
-    return std::string(dir) + "/chat";
-  }
-  return std::string(DF11_SOURCE_DIR) + "/tests/data/chat";
-}
+std::string DataDir() { return ::df11::testing::TestDataDir("chat").string(); }
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data_dir.h"
 
 namespace df11::runtime {
 namespace {
@@ -29,12 +30,7 @@ constexpr char kLlama3Pattern[] =
 constexpr char kQwen2Pattern[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-std::string DataDir() {
-  if (const char* dir = std::getenv("DF11_TEST_DATA"); dir != nullptr && *dir != '\0') {
-    return std::string(dir) + "/tokenizer";
-  }
-  return std::string(DF11_SOURCE_DIR) + "/tests/data/tokenizer";
-}
+std::string DataDir() { return ::df11::testing::TestDataDir("tokenizer").string(); }
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
