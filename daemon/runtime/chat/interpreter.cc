@@ -563,8 +563,8 @@ class ConstantFolder {
     MakeLiteral(e, *std::move(value));
   }
 
-  const Dict empty_;
-  const RenderLimits limits_;
+  const Dict empty_{};
+  const RenderLimits limits_{};
 };
 
 }  // namespace
