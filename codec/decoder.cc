@@ -35,6 +35,9 @@ absl::Status CheckOutput(const Unit& unit, std::span<uint16_t> out) {
 constexpr int kMaxSymbolsPerEntry = 6;
 constexpr int kTableBits = UnitDecoder::kTableBits;
 using MultiSymbolTable = std::array<uint64_t, 1 << kTableBits>;
+// Table steps per window load: each reads kTableBits bits after those used before it, all within
+// the window's 57 valid bits.
+constexpr int kStepsPerWindow = (57 - kTableBits) / kTableBits + 1;
 
 void BuildMultiSymbolTable(const Unit& unit, MultiSymbolTable& table) {
   for (uint32_t prefix = 0; prefix < table.size(); ++prefix) {
@@ -68,43 +71,101 @@ inline void WalkStep(const Unit& unit, Stream& s) {
   s.bitpos += length;
 }
 
-// Up to four multi-symbol table steps from one window load (48 of its 57 valid bits), then a LUT
-// walk if a code is longer than the table resolves. Needs 4 * 6 exponents of room before s.end.
-inline void TableSteps(const Unit& unit, const MultiSymbolTable& table, Stream& s) {
-  uint64_t w = Window(unit.tensors().encoded_exponent.data(), unit.num_bytes(), s.bitpos);
-  for (int step = 0; step < 4; ++step) {
+// Room a round of table steps needs before a stream's end: the last whole-entry store starts at
+// most (kStepsPerWindow - 1) * 6 exponents in and writes 8 bytes, so no store passes the end and
+// blocks can be decoded side by side into one buffer.
+constexpr ptrdiff_t kRoomForTableSteps = (kStepsPerWindow - 1) * kMaxSymbolsPerEntry + 8;
+
+// Up to kStepsPerWindow multi-symbol table steps from one window load, then a LUT walk if a code
+// is longer than the table resolves. Needs kRoomForTableSteps before s.end.
+// The stream is copied into locals: the exponent stores are byte stores, which the compiler must
+// assume may alias anything in memory, so fields kept in memory would be reloaded after each one.
+inline void TableSteps(const Unit& unit, const uint8_t* data, size_t n_bytes,
+                       const MultiSymbolTable& table, Stream& s) {
+  uint64_t bitpos = s.bitpos;
+  uint8_t* out = s.out;
+  uint64_t w = Window(data, n_bytes, bitpos);
+  for (int step = 0; step < kStepsPerWindow; ++step) {
     const uint64_t e = table[w >> (64 - kTableBits)];
     const uint32_t n = (e >> 48) & 0xFF;
     if (n == 0) {
+      s.bitpos = bitpos;
+      s.out = out;
       WalkStep(unit, s);
       return;
     }
-    std::memcpy(s.out, &e, 8);
-    s.out += n;
+    std::memcpy(out, &e, 8);
+    out += n;
     const uint32_t bits = static_cast<uint32_t>(e >> 56);
     w <<= bits;
-    s.bitpos += bits;
+    bitpos += bits;
   }
+  s.bitpos = bitpos;
+  s.out = out;
 }
 
-constexpr ptrdiff_t kRoomForTableSteps = 4 * kMaxSymbolsPerEntry;
-
 void Finish(const Unit& unit, const MultiSymbolTable& table, Stream& s) {
-  while (s.end - s.out >= kRoomForTableSteps) TableSteps(unit, table, s);
+  const uint8_t* data = unit.tensors().encoded_exponent.data();
+  const size_t n_bytes = unit.num_bytes();
+  while (s.end - s.out >= kRoomForTableSteps) TableSteps(unit, data, n_bytes, table, s);
   while (s.out < s.end) WalkStep(unit, s);
 }
 
-// Decodes N blocks' streams in lockstep: each is a serial chain of dependent table loads, so
-// interleaving several keeps the core busy while each waits for a load.
+// Decodes N blocks' streams in lockstep: each is a serial chain of dependent table loads (index,
+// load, shift by the entry's bits), so step k runs for every stream before step k + 1 and the
+// chains overlap. The steps have no branch: an entry with no code (count 0) uses no bits and
+// stores nothing, so a stream that meets one stays on it, and the LUT walk resolves it after the
+// round. The state lives in locals (see TableSteps).
+//
+// Each round also prefetches two cache lines of [prefetch, prefetch_end): the blocks' sign/mantissa
+// bytes, which the consumer of the exponents reads next. A round decodes about 60 exponents, so the
+// prefetch keeps ahead, and the memory bus, idle while the decoder computes, does that work then.
 template <int N>
-void DecodeLockstep(const Unit& unit, const MultiSymbolTable& table, Stream* s) {
+void DecodeLockstep(const Unit& unit, const MultiSymbolTable& table, Stream* s,
+                    const uint8_t* prefetch, const uint8_t* prefetch_end) {
+  const uint8_t* data = unit.tensors().encoded_exponent.data();
+  const size_t n_bytes = unit.num_bytes();
+  uint64_t bitpos[N];
+  uint8_t* out[N];
+  for (int i = 0; i < N; ++i) {
+    bitpos[i] = s[i].bitpos;
+    out[i] = s[i].out;
+  }
   while (true) {
     bool room = true;
-    for (int i = 0; i < N; ++i) room &= s[i].end - s[i].out >= kRoomForTableSteps;
+    for (int i = 0; i < N; ++i) room &= s[i].end - out[i] >= kRoomForTableSteps;
     if (!room) break;
-    for (int i = 0; i < N; ++i) TableSteps(unit, table, s[i]);
+    if (prefetch < prefetch_end) {
+      __builtin_prefetch(prefetch);
+      __builtin_prefetch(prefetch + 64);
+      prefetch += 128;
+    }
+    uint64_t w[N];
+    for (int i = 0; i < N; ++i) w[i] = Window(data, n_bytes, bitpos[i]);
+    for (int step = 0; step < kStepsPerWindow; ++step) {
+      for (int i = 0; i < N; ++i) {
+        const uint64_t e = table[w[i] >> (64 - kTableBits)];
+        std::memcpy(out[i], &e, 8);
+        out[i] += static_cast<uint8_t>(e >> 48);
+        const uint32_t bits = static_cast<uint32_t>(e >> 56);
+        w[i] <<= bits;
+        bitpos[i] += bits;
+      }
+    }
+    for (int i = 0; i < N; ++i) {
+      if ((table[w[i] >> (64 - kTableBits)] >> 48 & 0xFF) != 0) continue;
+      s[i].bitpos = bitpos[i];
+      s[i].out = out[i];
+      WalkStep(unit, s[i]);
+      bitpos[i] = s[i].bitpos;
+      out[i] = s[i].out;
+    }
   }
-  for (int i = 0; i < N; ++i) Finish(unit, table, s[i]);
+  for (int i = 0; i < N; ++i) {
+    s[i].bitpos = bitpos[i];
+    s[i].out = out[i];
+    Finish(unit, table, s[i]);
+  }
 }
 
 // BF16 from exponents and sign/mantissa bytes; a loop the compiler vectorises.
@@ -112,8 +173,8 @@ void JoinBf16(const uint8_t* exps, const uint8_t* sign_mantissa, uint16_t* out, 
   for (size_t i = 0; i < n; ++i) out[i] = format::JoinBf16(exps[i], sign_mantissa[i]);
 }
 
-// Where block b's codes start and how many it holds; an empty stream for a tail block in which
-// no code starts.
+// Where block b's codes start and where its exponents go; an empty stream for a tail block in
+// which no code starts.
 absl::StatusOr<Stream> OpenBlock(const Unit& unit, size_t b, uint8_t* exps) {
   const std::span<const uint32_t> p = unit.positions();
   const size_t count = p[b + 1] - p[b];
@@ -125,11 +186,8 @@ absl::StatusOr<Stream> OpenBlock(const Unit& unit, size_t b, uint8_t* exps) {
                 exps + count};
 }
 
-// Checks that block b's codes ended where the next block's start (or the stream's end), then
-// joins its exponents with the sign/mantissa bytes into its slice of `out`, whose first value is
-// element `origin` of the unit.
-absl::Status CloseBlock(const Unit& unit, size_t b, const Stream& s, const uint8_t* exps,
-                        std::span<uint16_t> out, size_t origin) {
+// Checks that block b's codes ended where the next block's start (or the stream's end).
+absl::Status CheckBlockEnd(const Unit& unit, size_t b, const Stream& s) {
   const std::span<const uint32_t> p = unit.positions();
   const size_t count = p[b + 1] - p[b];
   if (count == 0) return absl::OkStatus();
@@ -149,39 +207,64 @@ absl::Status CloseBlock(const Unit& unit, size_t b, const Stream& s, const uint8
     return Corrupt(unit, absl::StrCat("the last code ends at bit ", s.bitpos, " of a ",
                                       unit.num_bytes(), "-byte stream"));
   }
-  JoinBf16(exps, unit.tensors().sign_mantissa.data() + p[b], out.data() + (p[b] - origin), count);
   return absl::OkStatus();
 }
 
 // Blocks decoded in lockstep by one thread.
 constexpr int kLockstep = 4;
 
-// Decodes blocks [begin, end) kLockstep at a time into `out`, whose first value is element `origin`.
+// The exponents of blocks [begin, end) (at most kLockstep) into exps, which holds the blocks'
+// elements side by side: exps[0] is element positions()[begin].
+template <int N>
+absl::Status DecodeExponents(const Unit& unit, const MultiSymbolTable& table, size_t begin,
+                             uint8_t* exps) {
+  const std::span<const uint32_t> p = unit.positions();
+  Stream streams[N];
+  for (int i = 0; i < N; ++i) {
+    DF11_ASSIGN_OR_RETURN(streams[i], OpenBlock(unit, begin + i, exps + (p[begin + i] - p[begin])));
+  }
+  const uint8_t* sign_mantissa = unit.tensors().sign_mantissa.data();
+  DecodeLockstep<N>(unit, table, streams, sign_mantissa + p[begin], sign_mantissa + p[begin + N]);
+  for (int i = 0; i < N; ++i) DF11_RETURN_IF_ERROR(CheckBlockEnd(unit, begin + i, streams[i]));
+  return absl::OkStatus();
+}
+
+absl::Status DecodeExponents(const Unit& unit, const MultiSymbolTable& table, size_t begin,
+                             size_t end, uint8_t* exps) {
+  switch (end - begin) {
+    case 4: return DecodeExponents<4>(unit, table, begin, exps);
+    case 3: return DecodeExponents<3>(unit, table, begin, exps);
+    case 2: return DecodeExponents<2>(unit, table, begin, exps);
+    case 1: return DecodeExponents<1>(unit, table, begin, exps);
+  }
+  return absl::InternalError(absl::StrCat("DecodeExponents of ", end - begin, " blocks"));
+}
+static_assert(kLockstep == 4, "DecodeExponents dispatches up to four blocks");
+
+// Hands the exponents of blocks [begin, end) to `group`, kLockstep blocks at a time, decoded into
+// a buffer kept per thread (a range of blocks is too short to pay for a fresh one).
+absl::Status ForEachBlockGroup(
+    const Unit& unit, const MultiSymbolTable& table, size_t begin, size_t end,
+    const std::function<void(size_t first_block, size_t end_block, const uint8_t* exps)>& group) {
+  const std::span<const uint32_t> p = unit.positions();
+  thread_local std::vector<uint8_t> exps;
+  for (size_t b = begin; b < end; b += kLockstep) {
+    const size_t b_end = std::min<size_t>(b + kLockstep, end);
+    exps.resize(p[b_end] - p[b]);
+    DF11_RETURN_IF_ERROR(DecodeExponents(unit, table, b, b_end, exps.data()));
+    group(b, b_end, exps.data());
+  }
+  return absl::OkStatus();
+}
+
+// Decodes blocks [begin, end) into `out`, whose first value is element `origin`.
 absl::Status DecodeBlocks(const Unit& unit, const MultiSymbolTable& table, size_t begin,
                           size_t end, std::span<uint16_t> out, size_t origin = 0) {
-  // The largest block decodes 32768 exponents; 8 bytes of slack for whole-entry stores.
-  constexpr size_t kRoom = format::kBitsPerBlock + 8;
-  // Per thread, kept across calls: a range of blocks is too short to pay for a fresh buffer.
-  thread_local std::vector<uint8_t> scratch(kLockstep * kRoom);
-  // Blocks kLockstep at a time, then the rest one by one.
-  auto decode = [&]<int N>(size_t b) -> absl::Status {
-    Stream streams[N];
-    for (int i = 0; i < N; ++i) {
-      DF11_ASSIGN_OR_RETURN(streams[i], OpenBlock(unit, b + i, scratch.data() + i * kRoom));
-    }
-    DecodeLockstep<N>(unit, table, streams);
-    for (int i = 0; i < N; ++i) {
-      DF11_RETURN_IF_ERROR(
-          CloseBlock(unit, b + i, streams[i], scratch.data() + i * kRoom, out, origin));
-    }
-    return absl::OkStatus();
-  };
-  size_t b = begin;
-  for (; b + kLockstep <= end; b += kLockstep) {
-    DF11_RETURN_IF_ERROR(decode.template operator()<kLockstep>(b));
-  }
-  for (; b < end; ++b) DF11_RETURN_IF_ERROR(decode.template operator()<1>(b));
-  return absl::OkStatus();
+  const std::span<const uint32_t> p = unit.positions();
+  const uint8_t* sign_mantissa = unit.tensors().sign_mantissa.data();
+  return ForEachBlockGroup(unit, table, begin, end, [&](size_t b, size_t b_end, const uint8_t* e) {
+    JoinBf16(e, sign_mantissa + p[b], out.data() + (p[b] - origin), p[b_end] - p[b]);
+  });
 }
 
 }  // namespace
@@ -289,9 +372,8 @@ absl::Status UnitDecoder::Decode(std::span<uint16_t> out, ThreadPool* pool) cons
   return first_error;
 }
 
-absl::Status UnitDecoder::DecodeInPieces(
-    size_t first, size_t last,
-    const std::function<void(std::span<const uint16_t> values)>& sink) const {
+absl::Status UnitDecoder::DecodeExponentsInPieces(size_t first, size_t last,
+                                                  const ExponentSink& sink) const {
   const Unit& unit = *unit_;
   const size_t n = unit.num_elements();
   if (first > last || last > n) {
@@ -304,16 +386,24 @@ absl::Status UnitDecoder::DecodeInPieces(
   const std::span<const uint32_t> p = unit.positions();
   const size_t begin = std::upper_bound(p.begin(), p.end() - 1, first) - p.begin() - 1;
   const size_t end = std::lower_bound(p.begin() + begin, p.end() - 1, last) - p.begin();
-  // kLockstep blocks at a time (decoded in lockstep), into a buffer kept per thread.
-  thread_local std::vector<uint16_t> piece;
-  for (size_t b = begin; b < end; b += kLockstep) {
-    const size_t b_end = std::min<size_t>(b + kLockstep, end);
-    piece.resize(p[b_end] - p[b]);
-    DF11_RETURN_IF_ERROR(DecodeBlocks(unit, *table_, b, b_end, piece, p[b]));
+  const uint8_t* sign_mantissa = unit.tensors().sign_mantissa.data();
+  return ForEachBlockGroup(unit, *table_, begin, end, [&](size_t b, size_t b_end, const uint8_t* e) {
     const size_t lo = std::max<size_t>(first, p[b]), hi = std::min<size_t>(last, p[b_end]);
-    if (lo < hi) sink(std::span<const uint16_t>(piece).subspan(lo - p[b], hi - lo));
-  }
-  return absl::OkStatus();
+    if (lo < hi) {
+      sink(std::span<const uint8_t>(e + (lo - p[b]), hi - lo),
+           std::span<const uint8_t>(sign_mantissa + lo, hi - lo));
+    }
+  });
+}
+
+absl::Status UnitDecoder::DecodeInPieces(size_t first, size_t last, const Bf16Sink& sink) const {
+  thread_local std::vector<uint16_t> piece;
+  return DecodeExponentsInPieces(
+      first, last, [&](std::span<const uint8_t> exps, std::span<const uint8_t> sign_mantissa) {
+        piece.resize(exps.size());
+        JoinBf16(exps.data(), sign_mantissa.data(), piece.data(), exps.size());
+        sink(piece);
+      });
 }
 
 absl::Status UnitDecoder::DecodeElements(size_t first, std::span<uint16_t> out) const {

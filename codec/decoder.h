@@ -45,12 +45,18 @@ class UnitDecoder {
   absl::Status Decode(std::span<uint16_t> out, ThreadPool* pool) const;
   // Decodes elements [first, last) only, on the calling thread, in element order: the blocks
   // that hold them, four at a time, each piece's values (clipped to the range) handed to `sink`,
-  // valid during the call only. The same checks as DecodeParallel on those blocks. For consumers
-  // that use the values at once, such as a matrix-vector product over a block's rows.
-  // kInvalidArgument for a range outside the unit; kDataLoss from a corrupt block (after the
-  // pieces before it were handed over).
-  absl::Status DecodeInPieces(size_t first, size_t last,
-                              const std::function<void(std::span<const uint16_t> values)>& sink) const;
+  // valid during the call only; `sink` must not decode on the same thread. The same checks as
+  // DecodeParallel on those blocks. For consumers that use the values at once, such as a
+  // matrix-vector product over a block's rows. kInvalidArgument for a range outside the unit;
+  // kDataLoss from a corrupt block (after the pieces before it were handed over).
+  using Bf16Sink = std::function<void(std::span<const uint16_t> values)>;
+  absl::Status DecodeInPieces(size_t first, size_t last, const Bf16Sink& sink) const;
+  // As DecodeInPieces, but each piece is handed over as the two bytes of its values, not yet
+  // joined: exponents and sign/mantissa bytes (format::JoinBf16). For consumers that widen the
+  // values to fp32 anyway, which then skip writing and reading the BF16 values.
+  using ExponentSink = std::function<void(std::span<const uint8_t> exponents,
+                                          std::span<const uint8_t> sign_mantissa)>;
+  absl::Status DecodeExponentsInPieces(size_t first, size_t last, const ExponentSink& sink) const;
   // Elements [first, first + out.size()) into `out`, as DecodeInPieces.
   absl::Status DecodeElements(size_t first, std::span<uint16_t> out) const;
 

@@ -1,7 +1,6 @@
 #include "daemon/runtime/cpu_backend.h"
 
 #include <cblas.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "daemon/runtime/matvec.h"
 
 namespace df11::runtime {
 namespace {
@@ -81,79 +81,6 @@ void ApplyRope(float* x, int64_t heads, int64_t d, int64_t pos, const std::vecto
 
 inline float Silu(float z) { return z / (1.0f + std::exp(-z)); }
 
-// Matrix-vector products for few input rows: y[r * out + o] = W[o] · x[r] for o in [begin, end).
-// Each W row is read once from memory and used for every input row.
-void MatVecPortable(const uint16_t* w, int64_t in, const float* x, int64_t rows, int64_t out,
-                    size_t begin, size_t end, float* y) {
-  thread_local std::vector<float> row;
-  row.resize(in);
-  for (size_t o = begin; o < end; ++o) {
-    Bf16ToFloat(w + o * in, row.data(), in);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * in;
-      float sum = 0;
-      for (int64_t i = 0; i < in; ++i) sum += row[i] * xr[i];
-      y[r * out + o] = sum;
-    }
-  }
-}
-
-// Eight BF16 values widened to fp32: a BF16 is the top half of its fp32.
-__attribute__((target("avx2,fma"))) inline __m256 LoadBf16x8(const uint16_t* p) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
-}
-
-__attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
-
-// As MatVecPortable with AVX2 and FMA: 16 weights per step into two accumulators per input row
-// (two independent FMA chains), up to kMaxRows input rows per pass over W.
-constexpr int64_t kMaxRows = 4;
-__attribute__((target("avx2,fma"))) void MatVecAvx2(const uint16_t* w, int64_t in,
-                                                     const float* x, int64_t rows, int64_t out,
-                                                     size_t begin, size_t end, float* y) {
-  const int64_t vector_end = in - in % 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kMaxRows) {
-    const int64_t n = std::min(kMaxRows, rows - r0);
-    for (size_t o = begin; o < end; ++o) {
-      const uint16_t* wo = w + o * in;
-      __m256 acc[kMaxRows][2];
-      for (int64_t r = 0; r < n; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-      for (int64_t i = 0; i < vector_end; i += 16) {
-        const __m256 w0 = LoadBf16x8(wo + i), w1 = LoadBf16x8(wo + i + 8);
-        for (int64_t r = 0; r < n; ++r) {
-          const float* xr = x + (r0 + r) * in + i;
-          acc[r][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xr), acc[r][0]);
-          acc[r][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xr + 8), acc[r][1]);
-        }
-      }
-      for (int64_t r = 0; r < n; ++r) {
-        float sum = HorizontalSum(_mm256_add_ps(acc[r][0], acc[r][1]));
-        const float* xr = x + (r0 + r) * in;
-        for (int64_t i = vector_end; i < in; ++i) sum += Bf16ToFloat(wo[i]) * xr[i];
-        y[(r0 + r) * out + o] = sum;
-      }
-    }
-  }
-}
-
-const bool kHasAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-
-// y[r * out + k] = W[k] · x[r] for the n W rows at `w`: the same arithmetic whichever rows are
-// passed together, so results do not depend on how rows are split.
-void MatVec(const uint16_t* w, size_t n, int64_t in, const float* x, int64_t rows, int64_t out,
-            float* y) {
-  if (kHasAvx2Fma) {
-    MatVecAvx2(w, in, x, rows, out, 0, n, y);
-  } else {
-    MatVecPortable(w, in, x, rows, out, 0, n, y);
-  }
-}
-
 // Input rows from which a matrix product goes to sgemm rather than the matrix-vector kernel.
 constexpr int64_t kGemmRows = 8;
 
@@ -185,7 +112,8 @@ uint64_t CpuBackend::scratch_bytes() const {
   for (const std::vector<float>* v : {&x_, &h_, &q_, &k_, &v_, &attn_, &gate_, &up_, &tmp_}) {
     floats += v->capacity();
   }
-  return scratch_.capacity() * sizeof(uint16_t) + floats * sizeof(float);
+  return scratch_.capacity() * sizeof(uint16_t) + floats * sizeof(float) +
+         matvec_input_.capacity_bytes();
 }
 
 absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_t out,
@@ -209,8 +137,9 @@ absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_
                   static_cast<int>(out));
     }
   } else {
+    matvec_input_.Set(x, rows, in);
     pool_.ParallelFor(out, 64, [&](size_t b, size_t e) {
-      MatVec(w.data + b * in, e - b, in, x, rows, out, y + b);
+      MatVecBf16(w.data + b * in, e - b, matvec_input_, y + b, out);
     });
   }
   if (bias != nullptr) {
@@ -230,27 +159,33 @@ absl::Status CpuBackend::LinearFused(const MatrixRef& w, int64_t out, int64_t in
   const size_t grain = static_cast<size_t>(std::max<int64_t>(1, per_range / in));
   std::mutex mu;
   absl::Status first_error;
+  matvec_input_.Set(x, rows, in);
   pool_.ParallelFor(out, grain, [&](size_t begin, size_t end) {
-    thread_local std::vector<uint16_t> partial;  // the start of a row split between pieces
-    partial.resize(in);
+    // The start of a row split between pieces, as its two byte planes.
+    thread_local std::vector<uint8_t> partial_exps, partial_sm;
+    partial_exps.resize(in);
+    partial_sm.resize(in);
     size_t row = begin, filled = 0;
-    absl::Status s = w.unit->DecodeInPieces(
-        w.offset + begin * in, w.offset + end * in, [&](std::span<const uint16_t> piece) {
+    absl::Status s = w.unit->DecodeExponentsInPieces(
+        w.offset + begin * in, w.offset + end * in,
+        [&](std::span<const uint8_t> exps, std::span<const uint8_t> sign_mantissa) {
           size_t used = 0;
-          while (used < piece.size()) {
-            if (filled == 0 && piece.size() - used >= static_cast<size_t>(in)) {
-              const size_t whole = (piece.size() - used) / in;
-              MatVec(piece.data() + used, whole, in, x, rows, out, y + row);
+          while (used < exps.size()) {
+            if (filled == 0 && exps.size() - used >= static_cast<size_t>(in)) {
+              const size_t whole = (exps.size() - used) / in;
+              MatVecDf11(exps.data() + used, sign_mantissa.data() + used, whole, matvec_input_,
+                         y + row, out);
               row += whole;
               used += whole * in;
               continue;
             }
-            const size_t take = std::min<size_t>(in - filled, piece.size() - used);
-            std::memcpy(partial.data() + filled, piece.data() + used, take * sizeof(uint16_t));
+            const size_t take = std::min<size_t>(in - filled, exps.size() - used);
+            std::memcpy(partial_exps.data() + filled, exps.data() + used, take);
+            std::memcpy(partial_sm.data() + filled, sign_mantissa.data() + used, take);
             filled += take;
             used += take;
             if (filled == static_cast<size_t>(in)) {
-              MatVec(partial.data(), 1, in, x, rows, out, y + row);
+              MatVecDf11(partial_exps.data(), partial_sm.data(), 1, matvec_input_, y + row, out);
               ++row;
               filled = 0;
             }

@@ -26,6 +26,7 @@
 #include "codec/thread_pool.h"
 #include "daemon/runtime/background_job.h"
 #include "daemon/runtime/backend.h"
+#include "daemon/runtime/matvec.h"
 #include "daemon/runtime/model.h"
 
 namespace df11::runtime {
@@ -88,6 +89,7 @@ class CpuBackend final : public Backend {
   std::vector<uint16_t> scratch_;  // two layer scratches, or the output head's
   std::vector<float> weights_f32_;  // a slice of one matrix in fp32 for sgemm
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, tmp_;
+  MatVecInput matvec_input_;  // the input rows of the current matrix-vector product
 };
 
 }  // namespace df11::runtime

@@ -344,8 +344,8 @@ void ExpectEveryDecoderReproduces(const Unit& unit, const std::vector<uint16_t>&
 
 class DecoderEquivalenceTest : public ::testing::TestWithParam<Case> {};
 
-// DecodeElements over ranges that start and end on, just before and just after block
-// boundaries, single elements at both ends, the whole unit, and random ranges.
+// DecodeElements and DecodeExponentsInPieces over ranges that start and end on, just before and
+// just after block boundaries, single elements at both ends, the whole unit, and random ranges.
 void ExpectRangesDecode(const Unit& unit, const std::vector<uint16_t>& input, uint64_t seed) {
   const size_t n = input.size();
   std::vector<std::pair<size_t, size_t>> ranges = {{0, n}, {0, 1}, {n - 1, 1}, {0, 0}, {n, 0}};
@@ -365,6 +365,19 @@ void ExpectRangesDecode(const Unit& unit, const std::vector<uint16_t>& input, ui
     std::vector<uint16_t> out(count, 0xFFFF);
     DF11_ASSERT_OK(DecodeElements(unit, first, out));
     EXPECT_TRUE(std::equal(out.begin(), out.end(), input.begin() + first));
+    // The byte planes, piece by piece, join to the same values in element order.
+    std::vector<uint16_t> joined;
+    DF11_ASSERT_OK(UnitDecoder(unit).DecodeExponentsInPieces(
+        first, first + count,
+        [&](std::span<const uint8_t> exponents, std::span<const uint8_t> sign_mantissa) {
+          ASSERT_EQ(exponents.size(), sign_mantissa.size());
+          ASSERT_FALSE(exponents.empty());
+          for (size_t i = 0; i < exponents.size(); ++i) {
+            joined.push_back(format::JoinBf16(exponents[i], sign_mantissa[i]));
+          }
+        }));
+    ASSERT_EQ(joined.size(), count);
+    EXPECT_TRUE(std::equal(joined.begin(), joined.end(), input.begin() + first));
   }
 }
 
