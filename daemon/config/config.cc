@@ -1,0 +1,425 @@
+#include "daemon/config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codec/base/status_macros.h"
+
+namespace df11::config {
+namespace {
+
+absl::Status FieldError(absl::string_view path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("config field ", path, ": ", what));
+}
+
+std::string Join(absl::string_view parent, absl::string_view key) {
+  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+}
+
+// A YAML mapping read field by field: every key must be known, so a misspelt field is an error.
+class Section {
+ public:
+  Section(const YAML::Node& node, std::string path) : node_(node), path_(std::move(path)) {}
+
+  absl::Status CheckIsMap() const {
+    if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
+      return FieldError(path_.empty() ? "(top level)" : path_, "must be a mapping");
+    }
+    return absl::OkStatus();
+  }
+  // The child `key` (undefined when absent), remembered as known.
+  YAML::Node Get(const std::string& key) {
+    known_.insert(key);
+    if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    return node_[key];
+  }
+  std::string PathOf(absl::string_view key) const { return Join(path_, key); }
+  absl::Status CheckNoUnknownKeys() const {
+    if (!node_.IsMap()) return absl::OkStatus();
+    for (const auto& entry : node_) {
+      const std::string key = entry.first.as<std::string>();
+      if (known_.count(key) == 0) {
+        return FieldError(PathOf(key), absl::StrCat("unknown field (known: ",
+                                                    absl::StrJoin(known_, ", "), ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  std::set<std::string> known_;
+};
+
+bool Present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+
+absl::StatusOr<std::string> ReadString(const YAML::Node& n, absl::string_view path) {
+  if (!n.IsScalar()) return FieldError(path, "must be a string");
+  return n.Scalar();
+}
+
+absl::Status ReadString(Section& s, const std::string& key, std::string& out) {
+  const YAML::Node n = s.Get(key);
+  if (!Present(n)) return absl::OkStatus();
+  DF11_ASSIGN_OR_RETURN(out, ReadString(n, s.PathOf(key)));
+  return absl::OkStatus();
+}
+
+absl::Status ReadBool(Section& s, const std::string& key, bool& out) {
+  const YAML::Node n = s.Get(key);
+  if (!Present(n)) return absl::OkStatus();
+  const std::string v = n.IsScalar() ? absl::AsciiStrToLower(n.Scalar()) : "";
+  if (v == "true" || v == "yes" || v == "on") {
+    out = true;
+  } else if (v == "false" || v == "no" || v == "off") {
+    out = false;
+  } else {
+    return FieldError(s.PathOf(key), "must be true or false");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadInt(Section& s, const std::string& key, int64_t min, int64_t max, int64_t& out) {
+  const YAML::Node n = s.Get(key);
+  if (!Present(n)) return absl::OkStatus();
+  int64_t v;
+  if (!n.IsScalar() || !absl::SimpleAtoi(n.Scalar(), &v)) {
+    return FieldError(s.PathOf(key), "must be an integer");
+  }
+  if (v < min || v > max) {
+    return FieldError(s.PathOf(key), absl::StrCat(v, " is outside [", min, ", ", max, "]"));
+  }
+  out = v;
+  return absl::OkStatus();
+}
+
+absl::Status ReadBytes(Section& s, const std::string& key, uint64_t min, int64_t& out) {
+  const YAML::Node n = s.Get(key);
+  if (!Present(n)) return absl::OkStatus();
+  if (!n.IsScalar()) return FieldError(s.PathOf(key), "must be a size such as 4MiB");
+  absl::StatusOr<uint64_t> v = ParseBytes(n.Scalar());
+  if (!v.ok()) return FieldError(s.PathOf(key), v.status().message());
+  if (*v < min || *v > uint64_t{1} << 62) {
+    return FieldError(s.PathOf(key), absl::StrCat(*v, " bytes is outside [", min, ", 2^62]"));
+  }
+  out = static_cast<int64_t>(*v);
+  return absl::OkStatus();
+}
+
+absl::Status ReadDuration(Section& s, const std::string& key, double& out) {
+  const YAML::Node n = s.Get(key);
+  if (!Present(n)) return absl::OkStatus();
+  if (!n.IsScalar()) return FieldError(s.PathOf(key), "must be a duration such as 30s");
+  absl::StatusOr<double> v = ParseDuration(n.Scalar());
+  if (!v.ok()) return FieldError(s.PathOf(key), v.status().message());
+  out = *v;
+  return absl::OkStatus();
+}
+
+// host:port with a port in [0, 65535]; IPv6 hosts in brackets.
+absl::Status CheckAddress(absl::string_view address, absl::string_view path) {
+  const size_t colon = address.rfind(':');
+  int port;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return FieldError(path, absl::StrCat("\"", address, "\" is not HOST:PORT"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Device> ParseDevice(absl::string_view text, absl::string_view path) {
+  const std::string t = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  if (t == "cpu") return Device{};
+  absl::string_view index = t;
+  if (absl::StartsWith(index, "cuda:")) index.remove_prefix(5);
+  int i;
+  if (!absl::SimpleAtoi(index, &i) || i < 0 || i > 1023) {
+    return FieldError(path, absl::StrCat("\"", text, "\" is not cpu, a GPU index or cuda:N"));
+  }
+  return Device{.cpu = false, .index = i};
+}
+
+absl::StatusOr<Budget> ParseBudget(absl::string_view text, absl::string_view path) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  if (absl::EndsWith(t, "%")) {
+    double percent;
+    if (!absl::SimpleAtod(t.substr(0, t.size() - 1), &percent) || !(percent > 0) ||
+        percent > 100) {
+      return FieldError(path, absl::StrCat("\"", text, "\": a percentage must be in (0, 100]"));
+    }
+    return Budget{.bytes = 0, .fraction = percent / 100};
+  }
+  absl::StatusOr<uint64_t> bytes = ParseBytes(t);
+  if (!bytes.ok()) return FieldError(path, bytes.status().message());
+  if (*bytes == 0) return FieldError(path, "the budget must be more than 0 bytes");
+  return Budget{.bytes = *bytes, .fraction = std::nullopt};
+}
+
+std::string FormatDuration(double seconds) {
+  if (seconds == std::floor(seconds)) return absl::StrCat(static_cast<int64_t>(seconds), "s");
+  return absl::StrCat(static_cast<int64_t>(std::llround(seconds * 1000)), "ms");
+}
+
+absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Config& c) {
+  Section top(root, "");
+  DF11_RETURN_IF_ERROR(top.CheckIsMap());
+
+  Section listen(top.Get("listen"), "listen");
+  DF11_RETURN_IF_ERROR(listen.CheckIsMap());
+  DF11_RETURN_IF_ERROR(ReadString(listen, "grpc", c.grpc_listen));
+  DF11_RETURN_IF_ERROR(CheckAddress(c.grpc_listen, "listen.grpc"));
+  DF11_RETURN_IF_ERROR(ReadString(listen, "http", c.http_listen));
+  if (!c.http_listen.empty()) DF11_RETURN_IF_ERROR(CheckAddress(c.http_listen, "listen.http"));
+  DF11_RETURN_IF_ERROR(listen.CheckNoUnknownKeys());
+
+  if (const YAML::Node devices = top.Get("devices"); Present(devices)) {
+    if (!devices.IsSequence() || devices.size() == 0) {
+      return FieldError("devices", "must be a non-empty list such as [cpu] or [0, 1]");
+    }
+    c.devices.clear();
+    std::set<std::string> seen;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const std::string path = absl::StrCat("devices[", i, "]");
+      DF11_ASSIGN_OR_RETURN(const std::string text, ReadString(devices[i], path));
+      DF11_ASSIGN_OR_RETURN(const Device d, ParseDevice(text, path));
+      if (!seen.insert(d.Name()).second) return FieldError(path, d.Name() + " is listed twice");
+      c.devices.push_back(d);
+    }
+  }
+  int64_t threads = c.cpu_threads;
+  DF11_RETURN_IF_ERROR(ReadInt(top, "cpu_threads", 0, 1024, threads));
+  c.cpu_threads = static_cast<int>(threads);
+
+  Section memory(top.Get("memory"), "memory");
+  DF11_RETURN_IF_ERROR(memory.CheckIsMap());
+  if (const YAML::Node b = memory.Get("budget"); Present(b)) {
+    DF11_ASSIGN_OR_RETURN(const std::string text, ReadString(b, "memory.budget"));
+    DF11_ASSIGN_OR_RETURN(c.budget, ParseBudget(text, "memory.budget"));
+  }
+  std::string eviction = c.eviction == Eviction::kLru ? "lru" : "none";
+  DF11_RETURN_IF_ERROR(ReadString(memory, "eviction", eviction));
+  if (eviction == "lru") {
+    c.eviction = Eviction::kLru;
+  } else if (eviction == "none") {
+    c.eviction = Eviction::kNone;
+  } else {
+    return FieldError("memory.eviction", absl::StrCat("\"", eviction, "\" is not none or lru"));
+  }
+  DF11_RETURN_IF_ERROR(ReadDuration(memory, "keep_alive", c.keep_alive_seconds));
+  DF11_RETURN_IF_ERROR(memory.CheckNoUnknownKeys());
+
+  if (const YAML::Node preload = top.Get("preload"); Present(preload)) {
+    if (!preload.IsSequence()) return FieldError("preload", "must be a list of models");
+    c.preload.clear();
+    std::set<std::string> names;
+    for (size_t i = 0; i < preload.size(); ++i) {
+      const std::string path = absl::StrCat("preload[", i, "]");
+      Section m(preload[i], path);
+      if (!preload[i].IsMap()) return FieldError(path, "must be a mapping with a source");
+      PreloadModel model;
+      DF11_RETURN_IF_ERROR(ReadString(m, "source", model.source));
+      if (model.source.empty()) return FieldError(m.PathOf("source"), "is required");
+      // A relative path that exists next to the config names a directory; otherwise the source
+      // stays as written (a hub id such as org/name).
+      if (!std::filesystem::path(model.source).is_absolute() && !base_dir.empty()) {
+        const std::filesystem::path local = std::filesystem::path(base_dir) / model.source;
+        if (std::filesystem::is_directory(local)) model.source = local.lexically_normal().string();
+      }
+      DF11_RETURN_IF_ERROR(ReadString(m, "name", model.name));
+      if (!model.name.empty() && !names.insert(model.name).second) {
+        return FieldError(m.PathOf("name"), absl::StrCat("\"", model.name, "\" is used twice"));
+      }
+      DF11_RETURN_IF_ERROR(ReadBool(m, "pin", model.pin));
+      if (Present(m.Get("keep_alive"))) {
+        double seconds = 0;
+        DF11_RETURN_IF_ERROR(ReadDuration(m, "keep_alive", seconds));
+        model.keep_alive_seconds = seconds;
+      }
+      DF11_RETURN_IF_ERROR(m.CheckNoUnknownKeys());
+      c.preload.push_back(std::move(model));
+    }
+  }
+
+  Section hub(top.Get("hub"), "hub");
+  DF11_RETURN_IF_ERROR(hub.CheckIsMap());
+  DF11_RETURN_IF_ERROR(ReadString(hub, "endpoint", c.hub_endpoint));
+  if (!absl::StartsWith(c.hub_endpoint, "https://") &&
+      !absl::StartsWith(c.hub_endpoint, "http://")) {
+    return FieldError("hub.endpoint", absl::StrCat("\"", c.hub_endpoint, "\" is not an http(s) URL"));
+  }
+  DF11_RETURN_IF_ERROR(ReadString(hub, "cache_dir", c.hub_cache_dir));
+  DF11_RETURN_IF_ERROR(ReadString(hub, "token_file", c.hub_token_file));
+  DF11_RETURN_IF_ERROR(ReadBool(hub, "offline", c.hub_offline));
+  DF11_RETURN_IF_ERROR(hub.CheckNoUnknownKeys());
+
+  Section limits(top.Get("limits"), "limits");
+  DF11_RETURN_IF_ERROR(limits.CheckIsMap());
+  constexpr int64_t kMaxInt = int64_t{1} << 31;
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "max_prompt_tokens", 1, kMaxInt, c.max_prompt_tokens));
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "max_tokens", 1, kMaxInt, c.max_tokens));
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "default_max_tokens", 1, kMaxInt, c.default_max_tokens));
+  if (c.default_max_tokens > c.max_tokens) {
+    return FieldError("limits.default_max_tokens",
+                      absl::StrCat(c.default_max_tokens, " is more than limits.max_tokens (",
+                                   c.max_tokens, ")"));
+  }
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "queue_size", 0, 1 << 20, c.queue_size));
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "max_running_requests", 1, 4096, c.max_running_requests));
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "max_concurrent_loads", 1, 64, c.max_concurrent_loads));
+  DF11_RETURN_IF_ERROR(ReadBytes(limits, "max_request_bytes", 1024, c.max_request_bytes));
+  DF11_RETURN_IF_ERROR(limits.CheckNoUnknownKeys());
+
+  Section shutdown(top.Get("shutdown"), "shutdown");
+  DF11_RETURN_IF_ERROR(shutdown.CheckIsMap());
+  DF11_RETURN_IF_ERROR(ReadDuration(shutdown, "drain", c.drain_seconds));
+  DF11_RETURN_IF_ERROR(shutdown.CheckNoUnknownKeys());
+
+  return top.CheckNoUnknownKeys();
+}
+
+}  // namespace
+
+std::string Device::Name() const { return cpu ? "cpu" : absl::StrCat("cuda:", index); }
+
+uint64_t Budget::Resolve(uint64_t total) const {
+  if (fraction) return static_cast<uint64_t>(static_cast<double>(total) * *fraction);
+  return bytes;
+}
+
+std::string Budget::ToString() const {
+  if (fraction) return absl::StrCat(*fraction * 100, "%");
+  return absl::StrCat(bytes);
+}
+
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  size_t digits = 0;
+  while (digits < t.size() && (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) ++digits;
+  double value;
+  if (digits == 0 || !absl::SimpleAtod(t.substr(0, digits), &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a size such as 4GiB"));
+  }
+  const std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(t.substr(digits)));
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},        {"b", 1},          {"kb", 1e3},          {"mb", 1e6},
+      {"gb", 1e9},    {"tb", 1e12},      {"kib", 1024.0},      {"mib", 1048576.0},
+      {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit == name) {
+      const double bytes = value * scale;
+      if (bytes >= 1.8e19) return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
+      return static_cast<uint64_t>(std::llround(bytes));
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", text, "\": unknown unit \"", unit, "\" (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"));
+}
+
+absl::StatusOr<double> ParseDuration(absl::string_view text) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  size_t digits = 0;
+  while (digits < t.size() && (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) ++digits;
+  double value;
+  if (digits == 0 || !absl::SimpleAtod(t.substr(0, digits), &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a duration such as 30s"));
+  }
+  const absl::string_view unit = t.substr(digits);
+  if (unit.empty() || unit == "s") return value;
+  if (unit == "ms") return value / 1000;
+  if (unit == "m") return value * 60;
+  if (unit == "h") return value * 3600;
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", text, "\": unknown unit \"", unit, "\" (ms, s, m, h)"));
+}
+
+absl::StatusOr<Config> ParseConfig(absl::string_view yaml, const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config: ", e.what()));
+  }
+  Config config;
+  try {
+    DF11_RETURN_IF_ERROR(ParseInto(root, base_dir, config));
+  } catch (const YAML::Exception& e) {  // a malformed node deep inside
+    return absl::InvalidArgumentError(absl::StrCat("config: ", e.what()));
+  }
+  return config;
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
+  absl::StatusOr<Config> config = ParseConfig(text.str(), dir.string());
+  if (!config.ok()) {
+    return absl::Status(config.status().code(), absl::StrCat(path, ": ", config.status().message()));
+  }
+  return config;
+}
+
+std::string ConfigToYaml(const Config& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "listen" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "grpc" << YAML::Value << c.grpc_listen;
+  out << YAML::Key << "http" << YAML::Value << c.http_listen;
+  out << YAML::EndMap;
+  out << YAML::Key << "devices" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const Device& d : c.devices) out << d.Name();
+  out << YAML::EndSeq;
+  out << YAML::Key << "cpu_threads" << YAML::Value << c.cpu_threads;
+  out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "budget" << YAML::Value << c.budget.ToString();
+  out << YAML::Key << "eviction" << YAML::Value << (c.eviction == Eviction::kLru ? "lru" : "none");
+  out << YAML::Key << "keep_alive" << YAML::Value << FormatDuration(c.keep_alive_seconds);
+  out << YAML::EndMap;
+  out << YAML::Key << "preload" << YAML::Value << YAML::BeginSeq;
+  for (const PreloadModel& m : c.preload) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "source" << YAML::Value << m.source;
+    if (!m.name.empty()) out << YAML::Key << "name" << YAML::Value << m.name;
+    out << YAML::Key << "pin" << YAML::Value << m.pin;
+    if (m.keep_alive_seconds) {
+      out << YAML::Key << "keep_alive" << YAML::Value << FormatDuration(*m.keep_alive_seconds);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "hub" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "endpoint" << YAML::Value << c.hub_endpoint;
+  out << YAML::Key << "cache_dir" << YAML::Value << c.hub_cache_dir;
+  out << YAML::Key << "token_file" << YAML::Value << c.hub_token_file;
+  out << YAML::Key << "offline" << YAML::Value << c.hub_offline;
+  out << YAML::EndMap;
+  out << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "max_prompt_tokens" << YAML::Value << c.max_prompt_tokens;
+  out << YAML::Key << "max_tokens" << YAML::Value << c.max_tokens;
+  out << YAML::Key << "default_max_tokens" << YAML::Value << c.default_max_tokens;
+  out << YAML::Key << "queue_size" << YAML::Value << c.queue_size;
+  out << YAML::Key << "max_running_requests" << YAML::Value << c.max_running_requests;
+  out << YAML::Key << "max_concurrent_loads" << YAML::Value << c.max_concurrent_loads;
+  out << YAML::Key << "max_request_bytes" << YAML::Value << c.max_request_bytes;
+  out << YAML::EndMap;
+  out << YAML::Key << "shutdown" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "drain" << YAML::Value << FormatDuration(c.drain_seconds);
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace df11::config

@@ -1,0 +1,95 @@
+// The daemon's configuration: configs/default.yaml (embedded in the binary) or a file given with
+// --config, read with yaml-cpp. Every field has a default and is validated; an error names the
+// field (its YAML path) and what was wrong. Unknown fields are errors too, so a typo never passes
+// silently.
+//
+//   DF11_ASSIGN_OR_RETURN(Config config, LoadConfigFile("/etc/df11d/config.yaml"));
+//   std::cout << ConfigToYaml(config);   // df11d --print-config
+#ifndef DF11_DAEMON_CONFIG_CONFIG_H_
+#define DF11_DAEMON_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace df11::config {
+
+// A device the daemon places models on: the CPU, or CUDA device `index`.
+struct Device {
+  bool cpu = true;
+  int index = 0;
+  std::string Name() const;  // "cpu" or "cuda:N"
+};
+
+// A memory budget: a byte count, or a fraction of the device's memory.
+struct Budget {
+  uint64_t bytes = 0;      // when fraction is unset
+  std::optional<double> fraction;
+  // The budget on a device of `total` bytes.
+  uint64_t Resolve(uint64_t total) const;
+  std::string ToString() const;
+};
+
+enum class Eviction { kNone, kLru };
+
+struct PreloadModel {
+  std::string source;  // a directory (relative paths: to the config file's directory) or org/name[@rev]
+  std::string name;    // empty: derived from the source
+  bool pin = false;
+  std::optional<double> keep_alive_seconds;  // unset: memory.keep_alive
+};
+
+struct Config {
+  // Where to listen. Port 0 picks a free port (see df11d --port-file).
+  std::string grpc_listen = "127.0.0.1:7411";
+  std::string http_listen = "127.0.0.1:7412";  // Prometheus /metrics; empty: off
+
+  std::vector<Device> devices = {Device{}};
+  int cpu_threads = 0;  // 0: one per CPU
+
+  Budget budget{.bytes = 0, .fraction = 0.9};
+  Eviction eviction = Eviction::kLru;
+  double keep_alive_seconds = 300;  // a model idle this long may be evicted
+
+  std::vector<PreloadModel> preload;
+
+  // Hugging Face hub.
+  std::string hub_endpoint = "https://huggingface.co";
+  std::string hub_cache_dir;   // empty: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub
+  std::string hub_token_file;  // empty: $HF_TOKEN, else $HF_HOME/token
+  bool hub_offline = false;    // use the cache only
+
+  // Limits.
+  int64_t max_prompt_tokens = 32768;
+  int64_t max_tokens = 4096;          // per request, at most
+  int64_t default_max_tokens = 256;   // when a request gives none
+  int64_t queue_size = 256;           // requests waiting per model
+  int64_t max_running_requests = 64;  // per model, batched together
+  int64_t max_concurrent_loads = 2;
+  int64_t max_request_bytes = 4 << 20;
+  double drain_seconds = 30;          // SIGTERM: how long in-flight streams may finish
+};
+
+// The embedded configs/default.yaml.
+absl::string_view DefaultConfigYaml();
+
+// Parses and validates YAML text. `base_dir` resolves relative preload directories.
+// kInvalidArgument naming the field for anything malformed or out of range.
+absl::StatusOr<Config> ParseConfig(absl::string_view yaml, const std::string& base_dir);
+// Reads and parses a file; kNotFound if it cannot be read.
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+// The effective configuration as YAML that ParseConfig reads back to the same Config.
+std::string ConfigToYaml(const Config& config);
+
+// "24GiB", "512MB", "1000": bytes; kInvalidArgument otherwise.
+absl::StatusOr<uint64_t> ParseBytes(absl::string_view text);
+// "30s", "5m", "1h", "250ms", "10": seconds; kInvalidArgument otherwise.
+absl::StatusOr<double> ParseDuration(absl::string_view text);
+
+}  // namespace df11::config
+
+#endif  // DF11_DAEMON_CONFIG_CONFIG_H_
