@@ -3,6 +3,7 @@
 #ifndef DF11_CODEC_FORMAT_H_
 #define DF11_CODEC_FORMAT_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -57,6 +58,8 @@ constexpr uint8_t Exponent(uint16_t bf16) { return static_cast<uint8_t>((bf16 >>
 constexpr uint8_t SignMantissa(uint16_t bf16) {
   return static_cast<uint8_t>(((bf16 >> 8) & 0x80) | (bf16 & 0x7F));
 }
+// A BF16 value as fp32: the BF16 bits are the top half of the fp32 bits.
+constexpr float Bf16ToFloat(uint16_t bf16) { return std::bit_cast<float>(uint32_t{bf16} << 16); }
 constexpr uint16_t JoinBf16(uint8_t exponent, uint8_t sign_mantissa) {
   return static_cast<uint16_t>(((sign_mantissa & 0x80u) << 8) | (unsigned{exponent} << 7) |
                                (sign_mantissa & 0x7Fu));

@@ -1,5 +1,7 @@
 #include "codec/synthetic.h"
 
+#include "codec/format.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,12 +16,7 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-float Bf16ToFloat(uint16_t bf16) {
-  const uint32_t bits = uint32_t{bf16} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+float Bf16ToFloat(uint16_t bf16) { return format::Bf16ToFloat(bf16); }
 
 void FillNormalBf16(uint64_t seed, float stddev, std::span<uint16_t> out) {
   std::mt19937_64 rng(seed);

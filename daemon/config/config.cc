@@ -288,6 +288,15 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   return top.CheckNoUnknownKeys();
 }
 
+// "1.5 GiB" -> 1.5 and "GiB": a number, then a unit (possibly empty) after optional spaces.
+bool SplitNumber(absl::string_view text, double& value, absl::string_view& unit) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  size_t digits = 0;
+  while (digits < t.size() && (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) ++digits;
+  unit = absl::StripAsciiWhitespace(t.substr(digits));
+  return digits > 0 && absl::SimpleAtod(t.substr(0, digits), &value);
+}
+
 }  // namespace
 
 std::string Device::Name() const { return cpu ? "cpu" : absl::StrCat("cuda:", index); }
@@ -303,14 +312,12 @@ std::string Budget::ToString() const {
 }
 
 absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
-  const absl::string_view t = absl::StripAsciiWhitespace(text);
-  size_t digits = 0;
-  while (digits < t.size() && (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) ++digits;
   double value;
-  if (digits == 0 || !absl::SimpleAtod(t.substr(0, digits), &value)) {
+  absl::string_view unit_text;
+  if (!SplitNumber(text, value, unit_text)) {
     return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a size such as 4GiB"));
   }
-  const std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(t.substr(digits)));
+  const std::string unit = absl::AsciiStrToLower(unit_text);
   static const std::pair<const char*, double> kUnits[] = {
       {"", 1},        {"b", 1},          {"kb", 1e3},          {"mb", 1e6},
       {"gb", 1e9},    {"tb", 1e12},      {"kib", 1024.0},      {"mib", 1048576.0},
@@ -327,14 +334,11 @@ absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
 }
 
 absl::StatusOr<double> ParseDuration(absl::string_view text) {
-  const absl::string_view t = absl::StripAsciiWhitespace(text);
-  size_t digits = 0;
-  while (digits < t.size() && (absl::ascii_isdigit(t[digits]) || t[digits] == '.')) ++digits;
   double value;
-  if (digits == 0 || !absl::SimpleAtod(t.substr(0, digits), &value)) {
+  absl::string_view unit;
+  if (!SplitNumber(text, value, unit)) {
     return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a duration such as 30s"));
   }
-  const absl::string_view unit = t.substr(digits);
   if (unit.empty() || unit == "s") return value;
   if (unit == "ms") return value / 1000;
   if (unit == "m") return value * 60;

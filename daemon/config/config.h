@@ -37,7 +37,10 @@ struct Budget {
 enum class Eviction { kNone, kLru };
 
 struct PreloadModel {
-  std::string source;  // a directory (relative paths: to the config file's directory) or org/name[@rev]
+  // A directory or a hub id org/name[@rev]. A relative path naming a directory next to the config
+  // file is made absolute; otherwise it stays as written (a hub id, or relative to the working
+  // directory).
+  std::string source;
   std::string name;    // empty: derived from the source
   bool pin = false;
   std::optional<double> keep_alive_seconds;  // unset: memory.keep_alive

@@ -9,17 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "codec/format.h"
 #include "daemon/runtime/matvec.h"
 
 namespace df11::runtime {
 namespace {
 
-inline float Bf16ToFloat(uint16_t v) {
-  const uint32_t bits = uint32_t{v} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+using format::Bf16ToFloat;
 
 void Bf16ToFloat(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);

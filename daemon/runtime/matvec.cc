@@ -20,12 +20,7 @@ namespace {
 // - Then the weights past the last run of 16, in order, one fused multiply-add each.
 constexpr int kRunOrder[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
 
-inline float Bf16ToFloat(uint16_t v) {
-  const uint32_t bits = uint32_t{v} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+using format::Bf16ToFloat;
 
 // The dot product of one W row with one input row (permuted as MatVecInput::Set does), in the
 // order above; weight(i) returns W's element i.

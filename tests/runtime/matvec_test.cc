@@ -52,12 +52,7 @@ std::vector<uint32_t> Bits(const std::vector<float>& v) {
   return bits;
 }
 
-float Bf16ToFloat(uint16_t v) {
-  const uint32_t bits = uint32_t{v} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+using format::Bf16ToFloat;
 
 // Lengths around the kernels' runs of 32 and 16, and the model sizes.
 constexpr int64_t kInputLengths[] = {1, 7, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 100, 1024, 1040};
