@@ -61,13 +61,23 @@ class Backend {
   // sequence's last new token to logits[s * vocab_size, (s + 1) * vocab_size). kInvalidArgument for
   // an empty step, a token id outside the vocabulary, a cache without room (with the numbers), a
   // cache from another backend or a short `logits`; kDataLoss from a corrupt DF11 unit. One
-  // Forward at a time per backend.
+  // Forward at a time per backend. A sequence's logits do not depend on the other sequences of
+  // the batch, bit for bit, so batching never changes a generated token.
   virtual absl::Status Forward(const Model& model, std::span<const SequenceStep> batch,
                                std::span<float> logits) = 0;
 
-  // Memory held for decoded DF11 blocks and other per-pass buffers (grows to what the largest
-  // model served so far needs; counted once for all models).
+  // Memory accounting; each may be read from any thread while Forward runs.
+  // The memory of the device the backend computes on (for the CPU, the machine's RAM).
+  virtual uint64_t device_memory_bytes() const = 0;
+  // Memory held for decoded DF11 blocks (grows to what the largest model served so far needs;
+  // counted once for all models).
   virtual uint64_t scratch_bytes() const = 0;
+  // Activations and other per-pass buffers (grown, never shrunk).
+  virtual uint64_t workspace_bytes() const = 0;
+  // What every KV cache this backend made and that still lives takes.
+  virtual uint64_t kv_cache_bytes() const = 0;
+  // The KV cache one position of one sequence of a model with `config` takes.
+  virtual uint64_t KvBytesPerPosition(const ModelConfig& config) const = 0;
 };
 
 }  // namespace df11::runtime

@@ -1,6 +1,7 @@
 #include "daemon/runtime/cpu_backend.h"
 
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -82,13 +83,19 @@ constexpr int64_t kGemmRows = 8;
 
 }  // namespace
 
-CpuKvCache::CpuKvCache(const ModelConfig& config, int64_t capacity)
+CpuKvCache::CpuKvCache(const ModelConfig& config, int64_t capacity,
+                       std::shared_ptr<std::atomic<uint64_t>> live_bytes)
     : KvCache(capacity),
       layers_(config.num_layers),
       row_(config.num_kv_heads * config.head_dim),
       data_per_layer_(capacity * config.num_kv_heads * config.head_dim),
       keys_(layers_ * data_per_layer_),
-      values_(layers_ * data_per_layer_) {}
+      values_(layers_ * data_per_layer_),
+      live_bytes_(std::move(live_bytes)) {
+  *live_bytes_ += bytes();
+}
+
+CpuKvCache::~CpuKvCache() { *live_bytes_ -= bytes(); }
 
 CpuBackend::CpuBackend(const Options& options)
     : options_(options),
@@ -100,16 +107,25 @@ absl::StatusOr<std::unique_ptr<KvCache>> CpuBackend::NewCache(const ModelConfig&
   if (capacity < 1) {
     return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", capacity, " positions"));
   }
-  return std::make_unique<CpuKvCache>(config, capacity);
+  return std::make_unique<CpuKvCache>(config, capacity, kv_bytes_);
 }
 
-uint64_t CpuBackend::scratch_bytes() const {
+uint64_t CpuBackend::device_memory_bytes() const {
+  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+}
+
+uint64_t CpuBackend::KvBytesPerPosition(const ModelConfig& config) const {
+  return 2 * static_cast<uint64_t>(config.num_layers * config.num_kv_heads * config.head_dim) *
+         sizeof(float);
+}
+
+void CpuBackend::CountBuffers() {
   uint64_t floats = weights_f32_.capacity();
   for (const std::vector<float>* v : {&x_, &h_, &q_, &k_, &v_, &attn_, &gate_, &up_, &tmp_}) {
     floats += v->capacity();
   }
-  return scratch_.capacity() * sizeof(uint16_t) + floats * sizeof(float) +
-         matvec_input_.capacity_bytes();
+  scratch_bytes_ = scratch_.capacity() * sizeof(uint16_t);
+  workspace_bytes_ = floats * sizeof(float) + matvec_input_.capacity_bytes();
 }
 
 absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_t out,
@@ -119,7 +135,7 @@ absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_
   // read once and used for every input row, rows of W split over the threads.
   if (w.data == nullptr) {
     DF11_RETURN_IF_ERROR(LinearFused(w, out, in, x, rows, y));
-  } else if (rows >= kGemmRows) {
+  } else if (!matvec_pass_) {
     const int64_t slice = std::max<int64_t>(64, (int64_t{4} << 20) / in);  // ~16 MB of fp32
     weights_f32_.resize(std::min(out, slice) * in);
     for (int64_t o0 = 0; o0 < out; o0 += slice) {
@@ -305,9 +321,14 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
     }
     rows += static_cast<int64_t>(s.tokens.size());
   }
-  // Few rows of a DF11 model: matrices stay compressed and are decoded inside the products.
-  // Otherwise two layer scratches side by side; the output head reuses the whole buffer after.
-  const bool fused = model.is_df11() && !model.vectors_in_units() && rows < kGemmRows;
+  // Few rows, or one new token per sequence (decode steps): the matrix-vector kernels, whose sum
+  // for each row does not depend on the other rows, so a batch of decode steps gives each
+  // sequence the logits it would get alone. A prompt of many tokens goes through sgemm.
+  matvec_pass_ = rows < kGemmRows || rows == static_cast<int64_t>(batch.size());
+  // With the matrix-vector kernels, DF11 matrices stay compressed and are decoded inside the
+  // products. Otherwise two layer scratches side by side; the output head reuses the whole
+  // buffer after.
+  const bool fused = model.is_df11() && !model.vectors_in_units() && matvec_pass_;
   const size_t layer_elements = model.layer_scratch_elements();
   if (!fused) scratch_.resize(std::max(2 * layer_elements, model.head_scratch_elements()));
   auto layer_scratch = [&](int64_t l) {
@@ -324,6 +345,7 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
   gate_.resize(rows * I);
   up_.resize(rows * I);
   const std::vector<float> inv_freq = InverseFrequencies(c);
+  CountBuffers();
 
   {
     int64_t r = 0;
@@ -361,7 +383,12 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
     ++s_index;
   }
   DF11_ASSIGN_OR_RETURN(const MatrixRef head, model.LmHead(scratch_, &pool_, !fused));
-  return Linear(head, nullptr, V, H, h_.data(), static_cast<int64_t>(batch.size()), logits.data());
+  // One row per sequence: always the matrix-vector kernels, for the same batch invariance.
+  matvec_pass_ = true;
+  const absl::Status status =
+      Linear(head, nullptr, V, H, h_.data(), static_cast<int64_t>(batch.size()), logits.data());
+  CountBuffers();
+  return status;
 }
 
 }  // namespace df11::runtime

@@ -15,6 +15,7 @@
 #ifndef DF11_DAEMON_RUNTIME_CPU_BACKEND_H_
 #define DF11_DAEMON_RUNTIME_CPU_BACKEND_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -34,7 +35,10 @@ namespace df11::runtime {
 // The keys and values of one sequence in host memory, fp32, [layer][position][kv head][head_dim].
 class CpuKvCache final : public KvCache {
  public:
-  CpuKvCache(const ModelConfig& config, int64_t capacity);
+  // `live_bytes` counts the bytes of every cache alive (shared with the backend that made it).
+  CpuKvCache(const ModelConfig& config, int64_t capacity,
+             std::shared_ptr<std::atomic<uint64_t>> live_bytes);
+  ~CpuKvCache() override;
   uint64_t bytes() const override { return 2 * data_per_layer_ * layers_ * sizeof(float); }
 
  private:
@@ -44,6 +48,7 @@ class CpuKvCache final : public KvCache {
   void Advance(int64_t n) { length_ += n; }
   int64_t layers_, row_, data_per_layer_;
   std::vector<float> keys_, values_;
+  std::shared_ptr<std::atomic<uint64_t>> live_bytes_;
 };
 
 class CpuBackend final : public Backend {
@@ -62,7 +67,11 @@ class CpuBackend final : public Backend {
                                                    int64_t capacity) override;
   absl::Status Forward(const Model& model, std::span<const SequenceStep> batch,
                        std::span<float> logits) override;
-  uint64_t scratch_bytes() const override;
+  uint64_t device_memory_bytes() const override;
+  uint64_t scratch_bytes() const override { return scratch_bytes_.load(); }
+  uint64_t workspace_bytes() const override { return workspace_bytes_.load(); }
+  uint64_t kv_cache_bytes() const override { return kv_bytes_->load(); }
+  uint64_t KvBytesPerPosition(const ModelConfig& config) const override;
 
   codec::ThreadPool& pool() { return pool_; }
 
@@ -70,6 +79,8 @@ class CpuBackend final : public Backend {
   // y[rows, out] = x[rows, in] · Wᵀ (+ bias), W BF16 [out, in]. A W still in its DF11 unit is
   // decoded four blocks at a time by each thread and multiplied while in cache (LinearFused).
   // kDataLoss from the decoder.
+  // Updates scratch_bytes_ and workspace_bytes_ after the buffers grew.
+  void CountBuffers();
   absl::Status Linear(const MatrixRef& w, const uint16_t* bias, int64_t out, int64_t in,
                       const float* x, int64_t rows, float* y);
   absl::Status LinearFused(const MatrixRef& w, int64_t out, int64_t in, const float* x,
@@ -90,6 +101,10 @@ class CpuBackend final : public Backend {
   std::vector<float> weights_f32_;  // a slice of one matrix in fp32 for sgemm
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, tmp_;
   MatVecInput matvec_input_;  // the input rows of the current matrix-vector product
+  // This pass uses the matrix-vector kernels rather than sgemm (set by Forward).
+  bool matvec_pass_ = false;
+  std::atomic<uint64_t> scratch_bytes_{0}, workspace_bytes_{0};
+  std::shared_ptr<std::atomic<uint64_t>> kv_bytes_ = std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 }  // namespace df11::runtime

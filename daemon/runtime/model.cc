@@ -22,15 +22,6 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-absl::StatusOr<bool> IsDf11Directory(const std::string& dir) {
-  std::ifstream in(std::filesystem::path(dir) / "config.json");
-  if (!in) return absl::NotFoundError(absl::StrCat(dir, " has no config.json"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("dfloat11_config");
-}
-
 // The names of layer i's tensors, in LayerWeights order; "" for tensors the config does not use.
 std::vector<std::string> LayerTensorNames(const ModelConfig& c, int64_t i) {
   const std::string p = absl::StrCat("model.layers.", i, ".");
@@ -67,6 +58,15 @@ std::vector<std::vector<int64_t>> LayerTensorShapes(const ModelConfig& c) {
 
 }  // namespace
 
+absl::StatusOr<bool> IsDf11Directory(const std::string& dir) {
+  std::ifstream in(std::filesystem::path(dir) / "config.json");
+  if (!in) return absl::NotFoundError(absl::StrCat(dir, " has no config.json"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("dfloat11_config");
+}
+
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   std::unique_ptr<Model> model(new Model());
   DF11_ASSIGN_OR_RETURN(model->config_, ReadModelConfig(dir));
@@ -97,14 +97,14 @@ absl::Status Model::Index() {
         s.data = aligned_copies_.back().data();
       }
     }
-    resident_bytes_ += t->data.size();
+    plain_bytes_ += t->data.size();
     sources_[t->name] = std::move(s);
   };
   if (df11_ != nullptr) {
     for (const auto& u : df11_->units()) {
       const codec::UnitDecoder& decoder = decoders_.try_emplace(&u, *u.unit).first->second;
       const codec::UnitTensors& t = u.unit->tensors();
-      resident_bytes_ += t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
+      unit_bytes_ += t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
                          t.output_positions.size() + t.gaps.size() +
                          t.split_positions.size() * sizeof(int64_t);
       size_t offset = 0;

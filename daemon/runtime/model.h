@@ -49,6 +49,9 @@ struct LayerWeights {
   const uint16_t* down_bias = nullptr;
 };
 
+// True when `dir`'s config.json has a dfloat11_config; kNotFound without config.json.
+absl::StatusOr<bool> IsDf11Directory(const std::string& dir);
+
 class Model {
  public:
   // Loads a DF11 directory (config.json with dfloat11_config) or a BF16 Hugging Face checkpoint.
@@ -68,8 +71,11 @@ class Model {
   // True when some layer's norm or bias is in a DF11 unit (a custom pattern_dict): then even
   // Layer(..., decode_matrices = false) decodes into scratch.
   bool vectors_in_units() const { return vectors_in_units_; }
-  // Resident bytes: compressed units plus passthrough tensors (DF11), or the checkpoint's tensors.
-  uint64_t resident_bytes() const { return resident_bytes_; }
+  // Resident bytes: compressed units (DF11) plus plain tensors (DF11 passthrough tensors, or every
+  // tensor of a BF16 checkpoint).
+  uint64_t resident_bytes() const { return unit_bytes_ + plain_bytes_; }
+  uint64_t unit_bytes() const { return unit_bytes_; }
+  uint64_t plain_bytes() const { return plain_bytes_; }
 
   // Decoder layer i, decoding its DF11 units into `scratch` on `pool`; with `decode_matrices`
   // false, matrices in DF11 units are left compressed (MatrixRef::unit) and only other tensors in
@@ -114,7 +120,8 @@ class Model {
   bool vectors_in_units_ = false;
   size_t layer_scratch_elements_ = 0;
   size_t head_scratch_elements_ = 0;
-  uint64_t resident_bytes_ = 0;
+  uint64_t unit_bytes_ = 0;
+  uint64_t plain_bytes_ = 0;
 };
 
 }  // namespace df11::runtime

@@ -1,0 +1,104 @@
+#include "daemon/hub/cache.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+
+namespace df11::hub {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A part of a repo id: letters, digits, '-', '_', '.', not starting with '.'.
+bool IsRepoPart(absl::string_view part) {
+  if (part.empty() || part.front() == '.' || part.size() > 96) return false;
+  for (char c : part) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool IsCommit(absl::string_view revision) {
+  if (revision.size() != 40) return false;
+  for (char c : revision) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f')) return false;
+  }
+  return true;
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSource> ParseModelSource(const std::string& source) {
+  if (source.empty()) return absl::InvalidArgumentError("source: empty");
+  std::error_code ec;
+  if (fs::is_directory(source, ec)) return ModelSource{.directory = source};
+  absl::string_view id = source, revision = "main";
+  if (const size_t at = source.find('@'); at != std::string::npos) {
+    id = absl::string_view(source).substr(0, at);
+    revision = absl::string_view(source).substr(at + 1);
+  }
+  const std::vector<absl::string_view> parts = absl::StrSplit(id, '/');
+  const bool hub_id = parts.size() == 2 && IsRepoPart(parts[0]) && IsRepoPart(parts[1]) &&
+                      !revision.empty() && revision.find("..") == absl::string_view::npos;
+  if (!hub_id) {
+    return absl::NotFoundError(absl::StrCat(
+        "source: ", source, " is neither a directory nor a hub id org/name[@revision]"));
+  }
+  return ModelSource{.is_hub = true, .repo_id = std::string(id), .revision = std::string(revision)};
+}
+
+std::string HubCacheDir(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  if (std::string v = Env("HF_HUB_CACHE"); !v.empty()) return v;
+  if (std::string v = Env("HUGGINGFACE_HUB_CACHE"); !v.empty()) return v;
+  if (std::string v = Env("HF_HOME"); !v.empty()) return (fs::path(v) / "hub").string();
+  if (std::string v = Env("XDG_CACHE_HOME"); !v.empty()) {
+    return (fs::path(v) / "huggingface" / "hub").string();
+  }
+  return (fs::path(Env("HOME")) / ".cache" / "huggingface" / "hub").string();
+}
+
+absl::StatusOr<CachedSnapshot> FindCachedSnapshot(const std::string& cache_dir,
+                                                  const ModelSource& source) {
+  const fs::path repo =
+      fs::path(cache_dir) / absl::StrCat("models--", absl::StrReplaceAll(source.repo_id, {{"/", "--"}}));
+  const std::string not_cached = absl::StrCat(
+      source.repo_id, "@", source.revision, " is not in the hub cache ", cache_dir,
+      " and downloading from the hub is not available in this build");
+  std::error_code ec;
+  if (!fs::is_directory(repo, ec)) return absl::UnavailableError(not_cached);
+  CachedSnapshot snapshot;
+  if (IsCommit(source.revision)) {
+    snapshot.commit = source.revision;
+  } else {
+    std::ifstream ref(repo / "refs" / source.revision);
+    std::stringstream text;
+    text << ref.rdbuf();
+    snapshot.commit = std::string(absl::StripAsciiWhitespace(text.str()));
+    if (!ref || !IsCommit(snapshot.commit)) {
+      return absl::UnavailableError(absl::StrCat(not_cached, " (no refs/", source.revision, ")"));
+    }
+  }
+  const fs::path dir = repo / "snapshots" / snapshot.commit;
+  if (!fs::is_regular_file(dir / "config.json", ec)) {
+    return absl::UnavailableError(
+        absl::StrCat(not_cached, " (snapshot ", snapshot.commit, " has no config.json)"));
+  }
+  snapshot.directory = dir.string();
+  return snapshot;
+}
+
+}  // namespace df11::hub

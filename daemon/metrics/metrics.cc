@@ -1,0 +1,86 @@
+#include "daemon/metrics/metrics.h"
+
+#include "prometheus/counter.h"
+#include "prometheus/histogram.h"
+
+namespace df11::metrics {
+namespace {
+
+// Seconds, from a fast decode step of a small model to a slow first token of a large one.
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  return kBuckets;
+}
+
+const prometheus::Histogram::BucketBoundaries& LoadBuckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {0.1, 0.5, 1,   5,   10,
+                                                                   30,  60,  120, 300, 900};
+  return kBuckets;
+}
+
+}  // namespace
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("df11_requests_total")
+                    .Help("Generate requests that ended, by model and outcome")
+                    .Register(*registry_)),
+      tokens_(prometheus::BuildCounter()
+                  .Name("df11_generated_tokens_total")
+                  .Help("Tokens generated, by model")
+                  .Register(*registry_)),
+      ttft_(prometheus::BuildHistogram()
+                .Name("df11_time_to_first_token_seconds")
+                .Help("From a request's arrival to its first token, by model")
+                .Register(*registry_)),
+      tpot_(prometheus::BuildHistogram()
+                .Name("df11_time_per_output_token_seconds")
+                .Help("Time between consecutive tokens of a request, by model")
+                .Register(*registry_)),
+      loads_(prometheus::BuildCounter()
+                 .Name("df11_model_loads_total")
+                 .Help("Model loads that ended, by outcome")
+                 .Register(*registry_)),
+      load_seconds_(prometheus::BuildHistogram()
+                        .Name("df11_model_load_duration_seconds")
+                        .Help("Duration of model loads that ended, by outcome")
+                        .Register(*registry_)),
+      evictions_(prometheus::BuildCounter()
+                     .Name("df11_model_evictions_total")
+                     .Help("Models unloaded to make room for a load, by model")
+                     .Register(*registry_)),
+      swaps_(prometheus::BuildCounter()
+                 .Name("df11_model_swaps_total")
+                 .Help("Engine steps that ran a different model than the step before, by device")
+                 .Register(*registry_)) {}
+
+void Metrics::RequestFinished(const std::string& model, const std::string& outcome) {
+  requests_.Add({{"model", model}, {"outcome", outcome}}).Increment();
+}
+
+void Metrics::TokensGenerated(const std::string& model, uint64_t tokens) {
+  tokens_.Add({{"model", model}}).Increment(static_cast<double>(tokens));
+}
+
+void Metrics::TimeToFirstToken(const std::string& model, double seconds) {
+  ttft_.Add({{"model", model}}, LatencyBuckets()).Observe(seconds);
+}
+
+void Metrics::TimePerToken(const std::string& model, double seconds) {
+  tpot_.Add({{"model", model}}, LatencyBuckets()).Observe(seconds);
+}
+
+void Metrics::ModelLoad(const std::string& outcome, double seconds) {
+  loads_.Add({{"outcome", outcome}}).Increment();
+  load_seconds_.Add({{"outcome", outcome}}, LoadBuckets()).Observe(seconds);
+}
+
+void Metrics::ModelEvicted(const std::string& model) {
+  evictions_.Add({{"model", model}}).Increment();
+}
+
+void Metrics::ModelSwap(const std::string& device) { swaps_.Add({{"device", device}}).Increment(); }
+
+}  // namespace df11::metrics

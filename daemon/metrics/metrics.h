@@ -1,0 +1,53 @@
+// The daemon's event metrics (prometheus-cpp): counters and histograms that the registry and the
+// scheduler bump as things happen. Gauges of the current state (bytes, queue depths) are read when
+// scraped, from the node's status (daemon/server/node_collector.h). Thread-safe.
+//
+//   Metrics metrics;
+//   metrics.RequestFinished("demo", "ok");
+//   exposer.RegisterCollectable(metrics.registry());
+#ifndef DF11_DAEMON_METRICS_METRICS_H_
+#define DF11_DAEMON_METRICS_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace df11::metrics {
+
+class Metrics {
+ public:
+  Metrics();
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  // A Generate request ended: `outcome` is "ok", "cancelled" or the lower-case gRPC code name
+  // of its error ("invalid_argument", ...).
+  void RequestFinished(const std::string& model, const std::string& outcome);
+  void TokensGenerated(const std::string& model, uint64_t tokens);
+  void TimeToFirstToken(const std::string& model, double seconds);
+  void TimePerToken(const std::string& model, double seconds);
+  // A load ended ("ok", "failed" or "cancelled") after `seconds`.
+  void ModelLoad(const std::string& outcome, double seconds);
+  void ModelEvicted(const std::string& model);
+  // An engine step ran a different model than the step before on `device`.
+  void ModelSwap(const std::string& device);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Counter>& tokens_;
+  prometheus::Family<prometheus::Histogram>& ttft_;
+  prometheus::Family<prometheus::Histogram>& tpot_;
+  prometheus::Family<prometheus::Counter>& loads_;
+  prometheus::Family<prometheus::Histogram>& load_seconds_;
+  prometheus::Family<prometheus::Counter>& evictions_;
+  prometheus::Family<prometheus::Counter>& swaps_;
+};
+
+}  // namespace df11::metrics
+
+#endif  // DF11_DAEMON_METRICS_METRICS_H_

@@ -1,0 +1,424 @@
+#include "daemon/registry/registry.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codec/base/status_macros.h"
+#include "daemon/hub/cache.h"
+#include "daemon/runtime/estimate.h"
+#include "daemon/runtime/generator.h"
+
+namespace df11::registry {
+namespace {
+
+namespace fs = std::filesystem;
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// How often a waiting load asks its caller whether it was cancelled.
+constexpr auto kCancelPoll = std::chrono::milliseconds(200);
+
+// Names are used in requests, metrics labels and tables: printable ASCII without spaces.
+absl::Status ValidateName(const std::string& name) {
+  if (name.empty() || name.size() > 128) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("name: must be 1 to 128 characters, got ", name.size()));
+  }
+  for (char c : name) {
+    if (c <= ' ' || c > '~') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "name: \"", name, "\" has a character other than printable ASCII without spaces"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The safetensors files of a model directory, sorted (symlinks followed, as in the hub cache).
+std::vector<fs::path> WeightFiles(const std::string& directory, uint64_t* total) {
+  std::vector<fs::path> files;
+  *total = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(directory, ec)) {
+    if (e.path().extension() == ".safetensors" && fs::is_regular_file(e.path(), ec)) {
+      files.push_back(e.path());
+      *total += fs::file_size(e.path(), ec);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
+const char* ModelStateName(ModelState state) {
+  switch (state) {
+    case ModelState::kLoading: return "LOADING";
+    case ModelState::kReady: return "READY";
+    case ModelState::kUnloading: return "UNLOADING";
+    case ModelState::kFailed: return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+Registry::Registry(const Options& options, runtime::Backend& backend, metrics::Metrics* metrics)
+    : options_(options), device_name_(options.device.Name()), backend_(backend), metrics_(metrics) {}
+
+Registry::~Registry() = default;
+
+absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
+                                         const LoadProgressFn& progress) {
+  const auto started = std::chrono::steady_clock::now();
+  auto cancelled = [&](LoadProgress::Phase phase, uint64_t done, uint64_t total) {
+    return !progress(LoadProgress{phase, done, total});
+  };
+  if (!request.device.empty() && request.device != device_name_) {
+    return absl::InvalidArgumentError(absl::StrCat("device: \"", request.device,
+                                                   "\" is not a device of this node (", device_name_,
+                                                   ")"));
+  }
+  if (request.keep_alive_seconds && !(*request.keep_alive_seconds >= 0)) {
+    return absl::InvalidArgumentError("keep_alive_seconds: must be >= 0");
+  }
+  if (cancelled(LoadProgress::Phase::kResolving, 0, 0)) return absl::CancelledError("load cancelled");
+  DF11_ASSIGN_OR_RETURN(const hub::ModelSource source, hub::ParseModelSource(request.source));
+  std::string directory = source.directory, revision;
+  if (source.is_hub) {
+    DF11_ASSIGN_OR_RETURN(const hub::CachedSnapshot snapshot,
+                          hub::FindCachedSnapshot(options_.hub_cache_dir, source));
+    directory = snapshot.directory;
+    revision = snapshot.commit;
+  }
+  const std::string name =
+      !request.name.empty() ? request.name
+      : source.is_hub       ? source.repo_id
+                            : fs::path(directory).lexically_normal().filename().string();
+  DF11_RETURN_IF_ERROR(ValidateName(name));
+  DF11_ASSIGN_OR_RETURN(const runtime::ModelEstimate estimate, runtime::EstimateModel(directory));
+
+  {
+    std::unique_lock lock(mu_);
+    // An entry of this name: return it when READY, wait for it while LOADING, replace it if FAILED.
+    for (auto it = entries_.find(name); it != entries_.end(); it = entries_.find(name)) {
+      Entry& e = it->second;
+      if (e.state == ModelState::kFailed) {
+        entries_.erase(it);
+        break;
+      }
+      if (e.source != request.source) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("name: \"", name, "\" already serves ", e.source));
+      }
+      if (e.state == ModelState::kReady) return InfoLocked(e);
+      if (e.state == ModelState::kUnloading) {
+        return absl::FailedPreconditionError(absl::StrCat("model ", name, " is being unloaded"));
+      }
+      changed_.wait_for(lock, kCancelPoll);
+      lock.unlock();
+      if (cancelled(LoadProgress::Phase::kResolving, 0, 0)) {
+        return absl::CancelledError("load cancelled");
+      }
+      lock.lock();
+    }
+    DF11_RETURN_IF_ERROR(MakeRoomLocked(estimate.resident_bytes(), name));
+    Entry& e = entries_[name];
+    e.name = name;
+    e.source = request.source;
+    e.state = ModelState::kLoading;
+    e.reserved_units = estimate.unit_bytes;
+    e.reserved_plain = estimate.plain_bytes;
+    e.architecture = estimate.config.architecture_name;
+    e.df11 = estimate.df11;
+    e.context_length = estimate.config.max_position_embeddings;
+    e.pinned = request.pin;
+    e.keep_alive_seconds = request.keep_alive_seconds.value_or(options_.default_keep_alive_seconds);
+    // A bounded number of loads read files at once; the others wait here, reserved.
+    while (loads_running_ >= options_.max_concurrent_loads) {
+      changed_.wait_for(lock, kCancelPoll);
+      lock.unlock();
+      const bool stop = cancelled(LoadProgress::Phase::kResolving, 0, 0);
+      lock.lock();
+      if (stop) {
+        entries_.erase(name);
+        changed_.notify_all();
+        return absl::CancelledError("load cancelled");
+      }
+    }
+    ++loads_running_;
+  }
+
+  absl::StatusOr<std::shared_ptr<ResidentModel>> loaded =
+      LoadFiles(request, directory, revision, progress);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::unique_lock lock(mu_);
+  --loads_running_;
+  changed_.notify_all();
+  Entry& e = entries_[name];
+  if (!loaded.ok()) {
+    if (absl::IsCancelled(loaded.status())) {
+      entries_.erase(name);
+      if (metrics_ != nullptr) metrics_->ModelLoad("cancelled", seconds);
+    } else {
+      e.state = ModelState::kFailed;
+      e.failure_reason = std::string(loaded.status().message());
+      e.reserved_units = e.reserved_plain = 0;
+      if (metrics_ != nullptr) metrics_->ModelLoad("failed", seconds);
+    }
+    return loaded.status();
+  }
+  (*loaded)->name = name;
+  (*loaded)->pinned = e.pinned;
+  (*loaded)->keep_alive_seconds = e.keep_alive_seconds;
+  (*loaded)->last_used_unix_ms = NowUnixMs();
+  e.model = *std::move(loaded);
+  e.state = ModelState::kReady;
+  e.reserved_units = e.reserved_plain = 0;
+  if (metrics_ != nullptr) metrics_->ModelLoad("ok", seconds);
+  ModelInfo info = InfoLocked(e);
+  lock.unlock();
+  progress(LoadProgress{LoadProgress::Phase::kDone, 0, 0});
+  return info;
+}
+
+absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(
+    const LoadRequest& request, const std::string& directory, const std::string& revision,
+    const LoadProgressFn& progress) {
+  // Read every weight file once, so the model is in memory before its first request and the
+  // caller sees the progress; then map and validate them.
+  uint64_t total = 0, done = 0;
+  const std::vector<fs::path> files = WeightFiles(directory, &total);
+  std::vector<char> buffer(16 << 20);
+  if (!progress(LoadProgress{LoadProgress::Phase::kPlacing, 0, total})) {
+    return absl::CancelledError("load cancelled");
+  }
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      done += static_cast<uint64_t>(in.gcount());
+      if (!progress(LoadProgress{LoadProgress::Phase::kPlacing, std::min(done, total), total})) {
+        return absl::CancelledError("load cancelled");
+      }
+    }
+  }
+  auto resident = std::make_shared<ResidentModel>();
+  resident->source = request.source;
+  resident->directory = directory;
+  resident->resolved_revision = revision;
+  DF11_ASSIGN_OR_RETURN(resident->model, runtime::Model::Load(directory));
+  DF11_ASSIGN_OR_RETURN(resident->tokenizer,
+                        runtime::Tokenizer::FromFile((fs::path(directory) / "tokenizer.json").string()));
+  resident->chat_template = runtime::ChatTemplate::FromModelDir(directory);
+  resident->defaults = runtime::DefaultSamplingParams(resident->model->config());
+  return resident;
+}
+
+absl::StatusOr<ModelHandle> Registry::Acquire(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, e] : entries_) names.push_back(n);
+    return absl::NotFoundError(
+        absl::StrCat("model \"", name, "\" is not loaded (models: ", JoinNames(names), ")"));
+  }
+  const Entry& e = it->second;
+  if (e.state != ModelState::kReady) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model ", name, " is ", ModelStateName(e.state),
+        e.state == ModelState::kFailed ? absl::StrCat(": ", e.failure_reason) : ""));
+  }
+  return NewHandle(e.model);
+}
+
+ModelHandle Registry::NewHandle(const std::shared_ptr<ResidentModel>& model) const {
+  ++model->leases;
+  // The deleter ends the lease; it holds the model, so the model outlives every handle.
+  return ModelHandle(model.get(), [model](const ResidentModel*) {
+    model->last_used_unix_ms = NowUnixMs();
+    --model->leases;
+  });
+}
+
+absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(const std::string& name) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("model \"", name, "\" is not loaded"));
+  }
+  Entry& e = it->second;
+  switch (e.state) {
+    case ModelState::kFailed:
+      entries_.erase(it);
+      changed_.notify_all();
+      return std::shared_ptr<const ResidentModel>();
+    case ModelState::kLoading:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model ", name, " is LOADING; cancel its LoadModel call, or unload it once READY"));
+    case ModelState::kUnloading:
+      return absl::FailedPreconditionError(absl::StrCat("model ", name, " is already UNLOADING"));
+    case ModelState::kReady:
+      break;
+  }
+  e.state = ModelState::kUnloading;
+  changed_.notify_all();
+  return std::shared_ptr<const ResidentModel>(e.model);
+}
+
+UnloadResult Registry::FinishUnload(const std::string& name) {
+  std::lock_guard lock(mu_);
+  UnloadResult result;
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return result;
+  result.model = InfoLocked(it->second);
+  result.bytes_freed = result.model.bytes.df11_units + result.model.bytes.passthrough;
+  entries_.erase(it);
+  changed_.notify_all();
+  return result;
+}
+
+std::vector<ModelInfo> Registry::List() const {
+  std::lock_guard lock(mu_);
+  std::vector<ModelInfo> out;
+  for (const auto& [name, e] : entries_) out.push_back(InfoLocked(e));
+  return out;
+}
+
+absl::StatusOr<ModelInfo> Registry::Get(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("model \"", name, "\" is not loaded"));
+  }
+  return InfoLocked(it->second);
+}
+
+DeviceMemory Registry::Memory() const {
+  std::lock_guard lock(mu_);
+  return MemoryLocked();
+}
+
+absl::Status Registry::PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Status()> create) {
+  std::lock_guard lock(mu_);
+  const DeviceMemory m = MemoryLocked();
+  if (bytes > m.free()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a KV cache of ", bytes, " bytes does not fit on ", device_name_, ": ", m.free(),
+        " bytes free of the budget of ", m.budget, " (weights ", m.weights, ", scratch ", m.scratch,
+        ", KV cache ", m.kv_cache, ", workspace ", m.workspace, ")"));
+  }
+  return create();
+}
+
+absl::Status Registry::MakeRoomLocked(uint64_t bytes, const std::string& for_model) {
+  const DeviceMemory m = MemoryLocked();
+  if (bytes <= m.free()) return absl::OkStatus();
+  std::vector<std::string> evictable = EvictableLocked();
+  uint64_t evictable_bytes = 0;
+  for (const std::string& name : evictable) {
+    const Entry& e = entries_.at(name);
+    evictable_bytes += e.model->model->resident_bytes();
+  }
+  if (m.free() + evictable_bytes >= bytes) {
+    // Least recently used first, until the load fits.
+    uint64_t freed = 0;
+    for (const std::string& name : evictable) {
+      if (m.free() + freed >= bytes) break;
+      freed += entries_.at(name).model->model->resident_bytes();
+      entries_.erase(name);
+      if (metrics_ != nullptr) metrics_->ModelEvicted(name);
+    }
+    changed_.notify_all();
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "model ", for_model, " needs ", bytes, " bytes on ", device_name_, "; ", m.free(),
+      " are free of the budget of ", m.budget, " (weights ", m.weights, ", scratch ", m.scratch,
+      ", KV cache ", m.kv_cache, ", workspace ", m.workspace, ") and ", evictable_bytes,
+      " more are evictable under eviction policy ",
+      options_.eviction == config::Eviction::kLru ? "lru" : "none", " (models: ",
+      JoinNames(evictable), ")"));
+}
+
+std::vector<std::string> Registry::EvictableLocked() const {
+  if (options_.eviction != config::Eviction::kLru) return {};
+  const int64_t now = NowUnixMs();
+  std::vector<std::pair<int64_t, std::string>> idle;  // (last used, name)
+  for (const auto& [name, e] : entries_) {
+    if (e.state != ModelState::kReady || e.pinned || e.model->leases > 0) continue;
+    const int64_t last_used = e.model->last_used_unix_ms;
+    if (static_cast<double>(now - last_used) < e.keep_alive_seconds * 1000) continue;
+    idle.emplace_back(last_used, name);
+  }
+  std::sort(idle.begin(), idle.end());
+  std::vector<std::string> names;
+  for (auto& [last_used, name] : idle) names.push_back(std::move(name));
+  return names;
+}
+
+uint64_t Registry::WeightsLocked() const {
+  uint64_t bytes = 0;
+  for (const auto& [name, e] : entries_) {
+    bytes += e.reserved_units + e.reserved_plain;
+    if (e.model != nullptr) bytes += e.model->model->resident_bytes();
+  }
+  return bytes;
+}
+
+DeviceMemory Registry::MemoryLocked() const {
+  DeviceMemory m;
+  m.device = device_name_;
+  m.total = backend_.device_memory_bytes();
+  m.budget = options_.budget.Resolve(m.total);
+  m.weights = WeightsLocked();
+  m.scratch = backend_.scratch_bytes();
+  m.workspace = backend_.workspace_bytes();
+  m.kv_cache = backend_.kv_cache_bytes();
+  m.placeable = m.free();
+  for (const std::string& name : EvictableLocked()) {
+    m.placeable += entries_.at(name).model->model->resident_bytes();
+  }
+  return m;
+}
+
+ModelInfo Registry::InfoLocked(const Entry& e) const {
+  ModelInfo info;
+  info.name = e.name;
+  info.state = e.state;
+  info.failure_reason = e.failure_reason;
+  info.source = e.source;
+  info.architecture = e.architecture;
+  info.df11 = e.df11;
+  info.device = device_name_;
+  info.pinned = e.pinned;
+  info.keep_alive_seconds = e.keep_alive_seconds;
+  info.context_length = e.context_length;
+  info.bytes.df11_units = e.reserved_units;
+  info.bytes.passthrough = e.reserved_plain;
+  if (const ResidentModel* m = e.model.get(); m != nullptr) {
+    info.resolved_revision = m->resolved_revision;
+    info.bytes.df11_units = m->model->unit_bytes();
+    info.bytes.passthrough = m->model->plain_bytes();
+    info.bytes.kv_cache_in_use = m->kv_bytes_in_use;
+    info.last_used_unix_ms = m->last_used_unix_ms;
+    info.requests_served = m->requests_served;
+    info.tokens_generated = m->tokens_generated;
+    info.running_requests = m->running_requests;
+    info.queued_requests = m->queued_requests;
+  }
+  return info;
+}
+
+}  // namespace df11::registry

@@ -1,0 +1,226 @@
+// The models of one device and the memory they take: each model's lifecycle (LOADING → READY →
+// UNLOADING → gone, or FAILED), the device's budget with every byte accounted to a model or to
+// the backend's shared buffers, and eviction when a load needs room.
+//
+// Requests hold a model through a ModelHandle (a shared_ptr that also counts as a lease): a
+// model with a live handle is never evicted, and its memory is returned only after the last
+// handle is gone.
+//
+//   Registry registry(options, backend, &metrics);
+//   DF11_ASSIGN_OR_RETURN(ModelInfo info, registry.Load({.source = "models/demo"}, on_progress));
+//   DF11_ASSIGN_OR_RETURN(ModelHandle model, registry.Acquire("demo"));
+//   ... generate with model->model, model->tokenizer ...
+#ifndef DF11_DAEMON_REGISTRY_REGISTRY_H_
+#define DF11_DAEMON_REGISTRY_REGISTRY_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/config/config.h"
+#include "daemon/metrics/metrics.h"
+#include "daemon/runtime/backend.h"
+#include "daemon/runtime/chat/chat_template.h"
+#include "daemon/runtime/model.h"
+#include "daemon/runtime/sampling/sampler.h"
+#include "daemon/runtime/tokenizer/tokenizer.h"
+
+namespace df11::registry {
+
+// A resident model: everything a request needs. The loaded parts never change; the counters are
+// updated by the scheduler.
+struct ResidentModel {
+  std::string name;
+  std::string source;             // as given to LoadModel
+  std::string directory;          // where its files were read
+  std::string resolved_revision;  // the hub commit; empty for a directory
+  std::unique_ptr<runtime::Model> model;
+  std::optional<runtime::Tokenizer> tokenizer;
+  // The model's chat template, or why it has none (a chat request then fails with this).
+  absl::StatusOr<runtime::ChatTemplate> chat_template = absl::UnknownError("not loaded");
+  runtime::SamplingParams defaults;  // from generation_config.json
+  bool pinned = false;
+  double keep_alive_seconds = 0;
+
+  // Handles alive (requests queued or running, or about to be).
+  mutable std::atomic<int32_t> leases{0};
+  mutable std::atomic<int64_t> last_used_unix_ms{0};
+  mutable std::atomic<uint64_t> requests_served{0};
+  mutable std::atomic<uint64_t> tokens_generated{0};
+  mutable std::atomic<int32_t> queued_requests{0};
+  mutable std::atomic<int32_t> running_requests{0};
+  mutable std::atomic<uint64_t> kv_bytes_in_use{0};
+};
+
+// A lease on a READY model; copies share it. The model stays alive (and is never evicted) while
+// one exists.
+using ModelHandle = std::shared_ptr<const ResidentModel>;
+
+enum class ModelState { kLoading, kReady, kUnloading, kFailed };
+
+// A model's bytes on its device, by kind.
+struct ModelBytes {
+  uint64_t df11_units = 0;
+  uint64_t passthrough = 0;  // plain tensors: DF11 passthrough, or a whole BF16 checkpoint
+  uint64_t kv_cache_in_use = 0;
+  uint64_t total() const { return df11_units + passthrough + kv_cache_in_use; }
+};
+
+// A snapshot of one model for ListModels / GetModel.
+struct ModelInfo {
+  std::string name;
+  ModelState state = ModelState::kLoading;
+  std::string failure_reason;
+  std::string source;
+  std::string resolved_revision;
+  std::string architecture;  // empty until known
+  bool df11 = false;
+  std::string device;
+  ModelBytes bytes;
+  bool pinned = false;
+  double keep_alive_seconds = 0;
+  int64_t last_used_unix_ms = 0;
+  uint64_t requests_served = 0;
+  uint64_t tokens_generated = 0;
+  int64_t context_length = 0;
+  int32_t running_requests = 0;
+  int32_t queued_requests = 0;
+};
+
+// The device's memory by kind. used = weights + scratch + kv_cache + workspace.
+struct DeviceMemory {
+  std::string device;
+  uint64_t total = 0;
+  uint64_t budget = 0;
+  uint64_t weights = 0;  // resident models, and what loads in progress have reserved
+  uint64_t scratch = 0;
+  uint64_t kv_cache = 0;
+  uint64_t workspace = 0;
+  uint64_t used() const { return weights + scratch + kv_cache + workspace; }
+  uint64_t free() const { return budget > used() ? budget - used() : 0; }
+  uint64_t placeable = 0;  // free plus what eviction could free now
+};
+
+struct LoadRequest {
+  std::string source;  // a directory, or org/name[@revision] in the hub cache
+  std::string name;    // empty: the hub id, or the directory's name
+  bool pin = false;
+  std::optional<double> keep_alive_seconds;  // unset: the configured default
+  std::string device;  // empty or the registry's device
+};
+
+struct LoadProgress {
+  enum class Phase { kResolving, kDownloading, kPlacing, kDone };
+  Phase phase = Phase::kResolving;
+  uint64_t bytes_done = 0;
+  uint64_t bytes_total = 0;
+};
+
+// Called during a load; returning false cancels it (everything it placed is freed).
+using LoadProgressFn = std::function<bool(const LoadProgress&)>;
+
+struct UnloadResult {
+  ModelInfo model;  // as it was when unloading began
+  uint64_t bytes_freed = 0;
+};
+
+class Registry {
+ public:
+  struct Options {
+    config::Device device;
+    config::Budget budget;
+    config::Eviction eviction = config::Eviction::kLru;
+    double default_keep_alive_seconds = 300;
+    int64_t max_concurrent_loads = 2;
+    std::string hub_cache_dir;  // resolved (hub::HubCacheDir)
+  };
+  // `backend` and `metrics` (may be null) must outlive the registry.
+  Registry(const Options& options, runtime::Backend& backend, metrics::Metrics* metrics);
+  ~Registry();
+
+  // Loads a model, calling `progress` as it goes, and returns its final state. Idempotent: a
+  // model of that name and source that is READY is returned at once, one LOADING is waited for.
+  // Errors: kInvalidArgument (empty source, bad name, another device), kNotFound (no such
+  // directory), kUnavailable (a hub id not in the cache), kAlreadyExists (the name serves another
+  // source), kFailedPrecondition (the name is being unloaded), kResourceExhausted (does not fit,
+  // with the bytes needed, free and evictable), kCancelled, and the loader's errors (kDataLoss for
+  // corrupt files, ...); a failed load stays listed as FAILED with the reason until reloaded or
+  // unloaded.
+  absl::StatusOr<ModelInfo> Load(const LoadRequest& request, const LoadProgressFn& progress);
+
+  // A handle on READY model `name`. kNotFound for an unknown name, kFailedPrecondition for a
+  // model that is not READY (naming its state).
+  absl::StatusOr<ModelHandle> Acquire(const std::string& name);
+
+  // Starts unloading: new Acquire calls fail from now on. Returns the model (so the caller can
+  // drain its requests) and its state. kNotFound for an unknown name. A FAILED model has no
+  // resident part (nullptr) and is removed at once.
+  absl::StatusOr<std::shared_ptr<const ResidentModel>> BeginUnload(const std::string& name);
+  // Removes a model that BeginUnload started on; its memory is returned once the caller drops the
+  // pointer BeginUnload gave (the registry keeps no other reference).
+  UnloadResult FinishUnload(const std::string& name);
+
+  std::vector<ModelInfo> List() const;
+  absl::StatusOr<ModelInfo> Get(const std::string& name) const;
+  DeviceMemory Memory() const;
+
+  // Runs `create` (which allocates `bytes` of KV cache on the backend) if the budget has room
+  // for them; kResourceExhausted with the numbers otherwise. Models are not evicted for KV.
+  absl::Status PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Status()> create);
+
+  const std::string& device_name() const { return device_name_; }
+
+ private:
+  struct Entry {
+    std::string name, source;
+    ModelState state = ModelState::kLoading;
+    std::string failure_reason;
+    // LOADING: the estimate by kind, held against the budget until the model is resident.
+    uint64_t reserved_units = 0, reserved_plain = 0;
+    std::shared_ptr<ResidentModel> model;  // READY, UNLOADING
+    std::string architecture;
+    bool df11 = false;
+    int64_t context_length = 0;
+    bool pinned = false;
+    double keep_alive_seconds = 0;
+  };
+
+  // The steps of Load after its entry exists; the entry's state is set by Load.
+  absl::StatusOr<std::shared_ptr<ResidentModel>> LoadFiles(const LoadRequest& request,
+                                                           const std::string& directory,
+                                                           const std::string& revision,
+                                                           const LoadProgressFn& progress);
+  // Makes room for `bytes` by evicting per policy, or kResourceExhausted with the numbers.
+  absl::Status MakeRoomLocked(uint64_t bytes, const std::string& for_model);
+  std::vector<std::string> EvictableLocked() const;
+  uint64_t WeightsLocked() const;
+  ModelInfo InfoLocked(const Entry& entry) const;
+  DeviceMemory MemoryLocked() const;
+  ModelHandle NewHandle(const std::shared_ptr<ResidentModel>& model) const;
+
+  const Options options_;
+  const std::string device_name_;
+  runtime::Backend& backend_;
+  metrics::Metrics* const metrics_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // an entry changed state, or a load slot freed
+  std::map<std::string, Entry> entries_;
+  int64_t loads_running_ = 0;
+};
+
+const char* ModelStateName(ModelState state);  // "LOADING", "READY", ...
+
+}  // namespace df11::registry
+
+#endif  // DF11_DAEMON_REGISTRY_REGISTRY_H_

@@ -1,0 +1,315 @@
+#include "daemon/scheduler/scheduler.h"
+
+#include <span>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace df11::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// "ok", "cancelled", "invalid_argument", ...: the outcome label of a request.
+std::string Outcome(const absl::Status& status) {
+  return status.ok() ? "ok" : absl::AsciiStrToLower(absl::StatusCodeToString(status.code()));
+}
+
+}  // namespace
+
+Job::Job(registry::ModelHandle model, runtime::GenerationRequest request)
+    : model_(std::move(model)), request_(std::move(request)) {}
+
+bool Job::Next(Update* update, absl::Duration timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+               [&] { return !pending_.empty() || (done_ && !delivered_done_); });
+  if (pending_.empty() && !(done_ && !delivered_done_)) return false;
+  update->tokens = std::move(pending_);
+  pending_.clear();
+  update->done = done_;
+  if (done_) {
+    delivered_done_ = true;
+    update->status = status_;
+    update->finish_reason = result_.finish_reason;
+    update->prompt_tokens = result_.prompt_tokens;
+    update->completion_tokens = static_cast<int64_t>(result_.token_ids.size());
+    const Clock::time_point end = Clock::now();
+    JobTimings& t = update->timings;
+    t.total = Seconds(arrived_, end);
+    if (first_pass_ != Clock::time_point()) t.queue = Seconds(arrived_, first_pass_);
+    if (first_token_ != Clock::time_point()) t.first_token = Seconds(arrived_, first_token_);
+    if (update->completion_tokens > 1) {
+      t.per_token = Seconds(first_token_, last_token_) /
+                    static_cast<double>(update->completion_tokens - 1);
+    }
+  }
+  return true;
+}
+
+void Job::Cancel(absl::Status why) {
+  std::lock_guard lock(mu_);
+  if (cancel_.ok()) cancel_ = std::move(why);
+}
+
+bool Job::cancelled(absl::Status* why) {
+  std::lock_guard lock(mu_);
+  *why = cancel_;
+  return !cancel_.ok();
+}
+
+void Job::Publish(const runtime::GeneratedToken& token) {
+  std::lock_guard lock(mu_);
+  pending_.push_back(token);
+  cv_.notify_all();
+}
+
+void Job::Finish(absl::Status status) {
+  std::lock_guard lock(mu_);
+  done_ = true;
+  status_ = std::move(status);
+  cv_.notify_all();
+}
+
+Scheduler::Scheduler(const Options& options, runtime::Backend& backend,
+                     registry::Registry& registry, metrics::Metrics* metrics)
+    : options_(options),
+      backend_(backend),
+      registry_(registry),
+      metrics_(metrics),
+      thread_([this] { Loop(); }) {}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    work_.notify_all();
+  }
+  thread_.join();
+  for (auto& [model, work] : work_by_model_) {
+    for (const std::shared_ptr<Job>& job : work.running) {
+      EndJob(*job, absl::UnavailableError("the daemon is shutting down"));
+    }
+    for (const std::shared_ptr<Job>& job : work.queued) {
+      --job->model_->queued_requests;
+      EndJob(*job, absl::UnavailableError("the daemon is shutting down"));
+    }
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Job>> Scheduler::Submit(registry::ModelHandle model,
+                                                       runtime::GenerationRequest request) {
+  std::lock_guard lock(mu_);
+  if (stop_) return absl::UnavailableError("the daemon is shutting down");
+  const registry::ResidentModel* key = model.get();
+  auto [it, inserted] = work_by_model_.try_emplace(key);
+  if (inserted) order_.push_back(key);
+  if (static_cast<int64_t>(it->second.queued.size()) >= options_.queue_size) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the queue of model ", model->name, " is full: ", it->second.queued.size(),
+                     " requests are waiting (limits.queue_size ", options_.queue_size, ")"));
+  }
+  auto job = std::make_shared<Job>(std::move(model), std::move(request));
+  it->second.queued.push_back(job);
+  ++job->model_->queued_requests;
+  ++queued_;
+  work_.notify_one();
+  return job;
+}
+
+int Scheduler::Drain(const registry::ResidentModel* model, absl::Duration drain, bool cancel_now) {
+  std::unique_lock lock(mu_);
+  if (!cancel_now) {
+    ended_.wait_for(lock, absl::ToChronoNanoseconds(drain),
+                    [&] { return !work_by_model_.contains(model); });
+  }
+  int cancelled = 0;
+  if (auto it = work_by_model_.find(model); it != work_by_model_.end()) {
+    const absl::Status why = absl::CancelledError(
+        absl::StrCat("model ", model->name, " was unloaded before the request finished"));
+    for (const std::shared_ptr<Job>& job : it->second.queued) {
+      job->Cancel(why);
+      ++cancelled;
+    }
+    for (const std::shared_ptr<Job>& job : it->second.running) {
+      job->Cancel(why);
+      ++cancelled;
+    }
+    // The loop ends them at the model's next turn.
+    ended_.wait(lock, [&] { return !work_by_model_.contains(model); });
+  }
+  return cancelled;
+}
+
+void Scheduler::Loop() {
+  while (true) {
+    const registry::ResidentModel* model = nullptr;
+    ModelWork* work = nullptr;
+    std::vector<std::shared_ptr<Job>> admitted;
+    {
+      std::unique_lock lock(mu_);
+      work_.wait(lock, [&] { return stop_ || !order_.empty(); });
+      if (stop_) return;
+      model = order_.front();
+      order_.pop_front();
+      work = &work_by_model_.at(model);
+      const int64_t room = std::min<int64_t>(
+          options_.max_prefills_per_turn,
+          options_.max_running - static_cast<int64_t>(work->running.size()));
+      while (!work->queued.empty() && static_cast<int64_t>(admitted.size()) < room) {
+        admitted.push_back(std::move(work->queued.front()));
+        work->queued.pop_front();
+        --model->queued_requests;
+        --queued_;
+      }
+      // Queued requests cancelled while waiting end now, not when their turn comes.
+      for (auto it = work->queued.begin(); it != work->queued.end();) {
+        absl::Status why;
+        if ((*it)->cancelled(&why)) {
+          admitted.push_back(std::move(*it));
+          it = work->queued.erase(it);
+          --model->queued_requests;
+          --queued_;
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (last_model_ != nullptr && last_model_ != model && metrics_ != nullptr) {
+      metrics_->ModelSwap(registry_.device_name());
+    }
+    last_model_ = model;
+    Turn(*work, std::move(admitted));
+    std::lock_guard lock(mu_);
+    if (work->queued.empty() && work->running.empty()) {
+      work_by_model_.erase(model);
+      ended_.notify_all();
+    } else {
+      order_.push_back(model);
+    }
+  }
+}
+
+void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted) {
+  std::vector<std::shared_ptr<Job>> running = work.running;  // this turn's decode batch
+  std::vector<std::shared_ptr<Job>> ended;
+  auto end = [&](const std::shared_ptr<Job>& job, absl::Status status) {
+    EndJob(*job, std::move(status));
+    ended.push_back(job);
+  };
+  // Cancelled requests end before any work is spent on them.
+  std::erase_if(running, [&](const std::shared_ptr<Job>& job) {
+    absl::Status why;
+    if (!job->cancelled(&why)) return false;
+    end(job, why);
+    return true;
+  });
+
+  // New requests: each prompt in a forward pass of its own.
+  std::vector<std::shared_ptr<Job>> started;
+  for (std::shared_ptr<Job>& job : admitted) {
+    absl::Status why;
+    if (job->cancelled(&why)) {
+      EndJob(*job, why);
+      continue;
+    }
+    if (!StartJob(*job)) continue;
+    const runtime::Model& model = *job->model_->model;
+    std::vector<float> logits(model.config().vocab_size);
+    runtime::SequenceStep step = job->sequence_->NextStep();
+    job->first_pass_ = Clock::now();
+    if (absl::Status s = backend_.Forward(model, std::span(&step, 1), logits); !s.ok()) {
+      EndJob(*job, s);
+      continue;
+    }
+    const runtime::GeneratedToken token = job->sequence_->Advance(logits);
+    job->first_token_ = job->last_token_ = Clock::now();
+    job->Publish(token);
+    if (job->sequence_->finished()) {
+      EndJob(*job, absl::OkStatus());
+    } else {
+      started.push_back(std::move(job));
+    }
+  }
+
+  // One decode step for every request that was already running, batched.
+  if (!running.empty()) {
+    const runtime::Model& model = *running.front()->model_->model;
+    const size_t vocab = static_cast<size_t>(model.config().vocab_size);
+    std::vector<runtime::SequenceStep> steps;
+    for (const std::shared_ptr<Job>& job : running) steps.push_back(job->sequence_->NextStep());
+    std::vector<float> logits(steps.size() * vocab);
+    if (absl::Status s = backend_.Forward(model, steps, logits); !s.ok()) {
+      for (const std::shared_ptr<Job>& job : running) end(job, s);
+      running.clear();
+    }
+    for (size_t i = 0; i < running.size(); ++i) {
+      Job& job = *running[i];
+      const runtime::GeneratedToken token =
+          job.sequence_->Advance(std::span(logits).subspan(i * vocab, vocab));
+      const Clock::time_point now = Clock::now();
+      if (metrics_ != nullptr) metrics_->TimePerToken(job.model_->name, Seconds(job.last_token_, now));
+      job.last_token_ = now;
+      job.Publish(token);
+      if (job.sequence_->finished()) end(running[i], absl::OkStatus());
+    }
+  }
+
+  std::lock_guard lock(mu_);
+  std::erase_if(work.running, [&](const std::shared_ptr<Job>& job) {
+    return std::find(ended.begin(), ended.end(), job) != ended.end();
+  });
+  for (std::shared_ptr<Job>& job : started) work.running.push_back(std::move(job));
+}
+
+bool Scheduler::StartJob(Job& job) {
+  const registry::ResidentModel& m = *job.model_;
+  const uint64_t kv_bytes = backend_.KvBytesPerPosition(m.model->config()) *
+                            static_cast<uint64_t>(runtime::Sequence::CachePositions(job.request_));
+  absl::Status status = registry_.PlaceKvCache(kv_bytes, [&]() -> absl::Status {
+    absl::StatusOr<std::unique_ptr<runtime::Sequence>> sequence =
+        runtime::Sequence::Start(backend_, *m.model, *m.tokenizer, std::move(job.request_));
+    if (!sequence.ok()) return sequence.status();
+    job.sequence_ = *std::move(sequence);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) {
+    EndJob(job, status);
+    return false;
+  }
+  job.kv_bytes_ = job.sequence_->kv_bytes();
+  m.kv_bytes_in_use += job.kv_bytes_;
+  ++m.running_requests;
+  ++running_;
+  return true;
+}
+
+void Scheduler::EndJob(Job& job, absl::Status status) {
+  const registry::ResidentModel& m = *job.model_;
+  if (job.sequence_ != nullptr) {
+    job.result_ = job.sequence_->TakeResult();
+    job.sequence_.reset();  // frees the KV cache
+    m.kv_bytes_in_use -= job.kv_bytes_;
+    --m.running_requests;
+    --running_;
+  }
+  ++m.requests_served;
+  m.tokens_generated += job.result_.token_ids.size();
+  if (metrics_ != nullptr) {
+    metrics_->RequestFinished(m.name, Outcome(status));
+    metrics_->TokensGenerated(m.name, job.result_.token_ids.size());
+    if (!job.result_.token_ids.empty()) {
+      metrics_->TimeToFirstToken(m.name, Seconds(job.arrived_, job.first_token_));
+    }
+  }
+  job.Finish(std::move(status));
+  std::lock_guard lock(mu_);
+  ended_.notify_all();
+}
+
+}  // namespace df11::scheduler

@@ -1,0 +1,217 @@
+#include "daemon/server/model_host_service.h"
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/hub/cache.h"
+#include "daemon/runtime/estimate.h"
+#include "daemon/server/generate_request.h"
+#include "daemon/server/log.h"
+#include "daemon/server/proto_conversion.h"
+#include "daemon/server/status_conversion.h"
+
+namespace df11::server {
+namespace {
+
+// How often a stream looks for its client's cancellation while it waits.
+constexpr absl::Duration kPoll = absl::Milliseconds(100);
+
+absl::Status ValidSeconds(const char* field, double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be a finite number >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
+                                         const df11::v1::LoadModelRequest* request,
+                                         grpc::ServerWriter<df11::v1::LoadModelProgress>* writer) {
+  if (absl::Status s = ValidSeconds("keep_alive_seconds", request->keep_alive_seconds()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  registry::LoadRequest load{.source = request->source(),
+                             .name = request->name(),
+                             .pin = request->pin(),
+                             .device = request->device()};
+  if (request->keep_alive_seconds() > 0) load.keep_alive_seconds = request->keep_alive_seconds();
+  // Progress goes out when the phase changes, and at most every 100 ms within a phase.
+  df11::v1::LoadPhase last_phase = df11::v1::LOAD_PHASE_UNSPECIFIED;
+  auto last_sent = std::chrono::steady_clock::time_point();
+  auto on_progress = [&](const registry::LoadProgress& p) {
+    if (context->IsCancelled()) return false;
+    const df11::v1::LoadPhase phase = ToProto(p.phase);
+    const auto now = std::chrono::steady_clock::now();
+    if (phase == df11::v1::LOAD_PHASE_DONE) return true;  // the final message follows
+    if (phase == last_phase && now - last_sent < std::chrono::milliseconds(100) &&
+        p.bytes_done < p.bytes_total) {
+      return true;
+    }
+    last_phase = phase;
+    last_sent = now;
+    df11::v1::LoadModelProgress message;
+    message.set_phase(phase);
+    message.set_bytes_done(p.bytes_done);
+    message.set_bytes_total(p.bytes_total);
+    message.mutable_model()->set_state(df11::v1::MODEL_STATE_LOADING);
+    message.mutable_model()->set_source(request->source());
+    return writer->Write(message);
+  };
+  absl::StatusOr<registry::ModelInfo> info = node_.registry().Load(load, on_progress);
+  if (!info.ok()) {
+    Log(absl::StrCat("load of ", request->source(), " failed: ", info.status().ToString()));
+    return ToGrpcStatus(info.status());
+  }
+  Log(absl::StrCat("loaded ", info->name, " from ", info->source));
+  df11::v1::LoadModelProgress done;
+  done.set_phase(df11::v1::LOAD_PHASE_DONE);
+  const uint64_t bytes = info->bytes.df11_units + info->bytes.passthrough;
+  done.set_bytes_done(bytes);
+  done.set_bytes_total(bytes);
+  *done.mutable_model() = ToProto(*info);
+  writer->Write(done);
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelHostService::UnloadModel(grpc::ServerContext*,
+                                           const df11::v1::UnloadModelRequest* request,
+                                           df11::v1::UnloadModelResponse* response) {
+  if (request->name().empty()) return ToGrpcStatus(absl::InvalidArgumentError("name: empty"));
+  if (absl::Status s = ValidSeconds("drain_seconds", request->drain_seconds()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  // No drain time given: cancel at once when asked to, else the configured shutdown drain.
+  const double drain = request->drain_seconds() > 0 ? request->drain_seconds()
+                       : request->cancel_in_flight() ? 0
+                                                     : node_.config().drain_seconds;
+  absl::StatusOr<UnloadOutcome> outcome =
+      node_.Unload(request->name(), absl::Seconds(drain), drain == 0);
+  if (!outcome.ok()) return ToGrpcStatus(outcome.status());
+  *response->mutable_model() = ToProto(outcome->result.model);
+  response->set_bytes_freed(outcome->result.bytes_freed);
+  response->set_requests_cancelled(outcome->requests_cancelled);
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelHostService::ListModels(grpc::ServerContext*, const df11::v1::ListModelsRequest*,
+                                          df11::v1::ListModelsResponse* response) {
+  for (const registry::ModelInfo& info : node_.registry().List()) {
+    *response->add_models() = ToProto(info);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelHostService::GetModel(grpc::ServerContext*,
+                                        const df11::v1::GetModelRequest* request,
+                                        df11::v1::ModelInfo* response) {
+  absl::StatusOr<registry::ModelInfo> info = node_.registry().Get(request->name());
+  if (!info.ok()) return ToGrpcStatus(info.status());
+  *response = ToProto(*info);
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelHostService::EstimateModel(grpc::ServerContext*,
+                                             const df11::v1::EstimateModelRequest* request,
+                                             df11::v1::EstimateModelResponse* response) {
+  absl::StatusOr<hub::ModelSource> source = hub::ParseModelSource(request->source());
+  if (!source.ok()) return ToGrpcStatus(source.status());
+  std::string directory = source->directory;
+  if (source->is_hub) {
+    absl::StatusOr<hub::CachedSnapshot> snapshot =
+        hub::FindCachedSnapshot(hub::HubCacheDir(node_.config().hub_cache_dir), *source);
+    if (!snapshot.ok()) return ToGrpcStatus(snapshot.status());
+    directory = snapshot->directory;
+  }
+  absl::StatusOr<runtime::ModelEstimate> e = runtime::EstimateModel(directory);
+  if (!e.ok()) return ToGrpcStatus(e.status());
+  response->set_architecture(e->config.architecture_name);
+  response->set_df11(e->df11);
+  response->set_df11_units(e->unit_bytes);
+  response->set_passthrough(e->plain_bytes);
+  response->set_total(e->resident_bytes());
+  response->set_kv_bytes_per_token(node_.backend().KvBytesPerPosition(e->config));
+  response->set_context_length(e->config.max_position_embeddings);
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
+                                        const df11::v1::GenerateRequest* request,
+                                        grpc::ServerWriter<df11::v1::GenerateResponse>* writer) {
+  if (request->model().empty()) return ToGrpcStatus(absl::InvalidArgumentError("model: empty"));
+  absl::StatusOr<registry::ModelHandle> model = node_.registry().Acquire(request->model());
+  if (!model.ok()) return ToGrpcStatus(model.status());
+  absl::StatusOr<runtime::GenerationRequest> prepared =
+      PrepareGenerate(*request, **model, node_.config());
+  if (!prepared.ok()) {
+    node_.metrics().RequestFinished((*model)->name, "invalid_argument");
+    return ToGrpcStatus(prepared.status());
+  }
+  absl::StatusOr<std::shared_ptr<scheduler::Job>> job =
+      node_.scheduler().Submit(*std::move(model), *std::move(prepared));
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  scheduler::Job::Update update;
+  while (true) {
+    if (!(*job)->Next(&update, kPoll)) {
+      if (context->IsCancelled()) {
+        (*job)->Cancel(absl::CancelledError("the client cancelled the request"));
+        return grpc::Status::CANCELLED;
+      }
+      continue;
+    }
+    df11::v1::GenerateResponse response;
+    for (const runtime::GeneratedToken& t : update.tokens) {
+      response.mutable_text()->append(t.text);
+      response.add_token_ids(t.id);
+      if (request->logprobs()) response.add_logprobs(t.logprob);
+    }
+    if (update.done) {
+      if (!update.status.ok()) {
+        if (!update.tokens.empty()) writer->Write(response);
+        return ToGrpcStatus(update.status);
+      }
+      response.set_finish_reason(ToProto(update.finish_reason));
+      response.mutable_usage()->set_prompt_tokens(static_cast<int32_t>(update.prompt_tokens));
+      response.mutable_usage()->set_completion_tokens(
+          static_cast<int32_t>(update.completion_tokens));
+      df11::v1::Timings* t = response.mutable_timings();
+      t->set_queue_seconds(update.timings.queue);
+      t->set_time_to_first_token_seconds(update.timings.first_token);
+      t->set_seconds_per_token(update.timings.per_token);
+      t->set_total_seconds(update.timings.total);
+      writer->Write(response);
+      return grpc::Status::OK;
+    }
+    if (!writer->Write(response)) {
+      (*job)->Cancel(absl::CancelledError("the client went away"));
+      return grpc::Status::CANCELLED;
+    }
+  }
+}
+
+grpc::Status ModelHostService::GetNodeStatus(grpc::ServerContext*,
+                                             const df11::v1::GetNodeStatusRequest*,
+                                             df11::v1::NodeStatus* response) {
+  *response = ToProto(node_.Status());
+  return grpc::Status::OK;
+}
+
+grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
+                                               const df11::v1::WatchNodeStatusRequest* request,
+                                               grpc::ServerWriter<df11::v1::NodeStatus>* writer) {
+  const double interval = request->interval_seconds();
+  if (absl::Status s = ValidSeconds("interval_seconds", interval); !s.ok()) return ToGrpcStatus(s);
+  const absl::Duration every = interval > 0 ? absl::Seconds(std::max(interval, 0.05)) : absl::Seconds(1);
+  while (!context->IsCancelled() && !node_.shutting_down()) {
+    if (!writer->Write(ToProto(node_.Status()))) break;
+    for (absl::Time until = absl::Now() + every; absl::Now() < until;) {
+      if (context->IsCancelled() || node_.shutting_down()) break;
+      std::this_thread::sleep_for(absl::ToChronoNanoseconds(std::min(kPoll, until - absl::Now())));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace df11::server

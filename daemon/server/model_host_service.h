@@ -1,0 +1,45 @@
+// The df11.v1.ModelHost gRPC service: a thin adapter from the wire API onto a Node. Streams
+// notice a client's cancellation within 100 ms and stop the work it asked for.
+//
+//   ModelHostService service(*node);
+//   builder.RegisterService(&service);
+#ifndef DF11_DAEMON_SERVER_MODEL_HOST_SERVICE_H_
+#define DF11_DAEMON_SERVER_MODEL_HOST_SERVICE_H_
+
+#include "daemon/server/node.h"
+#include "df11/v1/model_host.grpc.pb.h"
+
+namespace df11::server {
+
+class ModelHostService final : public df11::v1::ModelHost::Service {
+ public:
+  explicit ModelHostService(Node& node) : node_(node) {}
+
+  grpc::Status LoadModel(grpc::ServerContext* context, const df11::v1::LoadModelRequest* request,
+                         grpc::ServerWriter<df11::v1::LoadModelProgress>* writer) override;
+  grpc::Status UnloadModel(grpc::ServerContext* context,
+                           const df11::v1::UnloadModelRequest* request,
+                           df11::v1::UnloadModelResponse* response) override;
+  grpc::Status ListModels(grpc::ServerContext* context, const df11::v1::ListModelsRequest* request,
+                          df11::v1::ListModelsResponse* response) override;
+  grpc::Status GetModel(grpc::ServerContext* context, const df11::v1::GetModelRequest* request,
+                        df11::v1::ModelInfo* response) override;
+  grpc::Status EstimateModel(grpc::ServerContext* context,
+                             const df11::v1::EstimateModelRequest* request,
+                             df11::v1::EstimateModelResponse* response) override;
+  grpc::Status Generate(grpc::ServerContext* context, const df11::v1::GenerateRequest* request,
+                        grpc::ServerWriter<df11::v1::GenerateResponse>* writer) override;
+  grpc::Status GetNodeStatus(grpc::ServerContext* context,
+                             const df11::v1::GetNodeStatusRequest* request,
+                             df11::v1::NodeStatus* response) override;
+  grpc::Status WatchNodeStatus(grpc::ServerContext* context,
+                               const df11::v1::WatchNodeStatusRequest* request,
+                               grpc::ServerWriter<df11::v1::NodeStatus>* writer) override;
+
+ private:
+  Node& node_;
+};
+
+}  // namespace df11::server
+
+#endif  // DF11_DAEMON_SERVER_MODEL_HOST_SERVICE_H_
