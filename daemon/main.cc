@@ -140,6 +140,8 @@ int main(int argc, char** argv) {
   health->SetServingStatus(false);  // until the preloaded models are ready
 
   std::unique_ptr<prometheus::Exposer> exposer;
+  // The exposer holds collectables weakly: they live here, as long as it.
+  auto collector = std::make_shared<df11::server::NodeCollector>(**node);
   int http_port = 0;
   if (!config->http_listen.empty()) {
     try {
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
       return Fail(absl::StrCat("cannot listen on ", config->http_listen, " (listen.http): ", e.what()));
     }
     exposer->RegisterCollectable((*node)->metrics().registry());
-    exposer->RegisterCollectable(std::make_shared<df11::server::NodeCollector>(**node));
+    exposer->RegisterCollectable(collector);
     const std::vector<int> ports = exposer->GetListeningPorts();
     if (!ports.empty()) http_port = ports.front();
   }

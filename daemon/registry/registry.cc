@@ -105,7 +105,21 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
       : source.is_hub       ? source.repo_id
                             : fs::path(directory).lexically_normal().filename().string();
   DF11_RETURN_IF_ERROR(ValidateName(name));
-  DF11_ASSIGN_OR_RETURN(const runtime::ModelEstimate estimate, runtime::EstimateModel(directory));
+  absl::StatusOr<runtime::ModelEstimate> estimated = runtime::EstimateModel(directory);
+  if (!estimated.ok()) {
+    // Listed as FAILED with the reason, as a load that fails later is.
+    std::lock_guard lock(mu_);
+    if (!entries_.contains(name)) {
+      Entry& e = entries_[name];
+      e.name = name;
+      e.source = request.source;
+      e.state = ModelState::kFailed;
+      e.failure_reason = std::string(estimated.status().message());
+    }
+    if (metrics_ != nullptr) metrics_->ModelLoad("failed", 0);
+    return estimated.status();
+  }
+  const runtime::ModelEstimate& estimate = *estimated;
 
   {
     std::unique_lock lock(mu_);

@@ -1,0 +1,515 @@
+// df11d end to end: the real daemon on 127.0.0.1 with three models of three architectures
+// (the DF11 demo model, a BF16 Llama and a DF11 Qwen2 made by `df11 synth` / `df11 compress`),
+// driven through libdf11client, df11ctl and raw gRPC, and compared with `df11 generate`.
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/df11_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/daemon/daemon_process.h"
+#include "tests/testing/status_matchers.h"
+
+namespace df11 {
+namespace {
+
+namespace fs = std::filesystem;
+namespace v1 = ::df11::v1;
+using ::df11::testing::DaemonProcess;
+using ::df11::testing::StatusIs;
+using ::testing::HasSubstr;
+
+const std::string kDemo = std::string(DF11_SOURCE_DIR) + "/models/demo";
+
+std::string Tool() { return std::getenv("DF11_TOOL"); }
+
+// Runs `command`, failing the test when it does not exit 0.
+std::string MustRun(const std::string& command) {
+  std::string out;
+  const int code = testing::RunCommand(command + " 2>&1", &out);
+  EXPECT_EQ(code, 0) << command << "\n" << out;
+  return out;
+}
+
+// A random-weight model of `arch` with the demo model's tokenizer, BF16 or DF11-compressed.
+std::string MakeModel(const std::string& root, const std::string& name, const std::string& arch,
+                      bool df11, int seed) {
+  const std::string bf16 = root + "/" + name + (df11 ? "-bf16" : "");
+  MustRun(absl::StrCat(Tool(), " synth ", bf16, " --arch ", arch,
+                       " --layers 2 --hidden 128 --intermediate 256 --heads 4 --kv-heads 2",
+                       " --vocab 4096 --seed ", seed));
+  std::string dir = bf16;
+  if (df11) {
+    dir = root + "/" + name;
+    MustRun(absl::StrCat(Tool(), " compress ", bf16, " ", dir));
+  }
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::copy_file(kDemo + "/" + file, dir + "/" + file, fs::copy_options::overwrite_existing);
+  }
+  return dir;
+}
+
+struct Generated {
+  absl::Status status;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+  v1::Usage usage;
+  v1::Timings timings;
+  int messages = 0;
+};
+
+Generated Generate(client::Df11Client& client, const v1::GenerateRequest& request,
+                   const std::function<bool(const v1::GenerateResponse&)>& each = nullptr) {
+  Generated g;
+  g.status = client.Generate(request, [&](const v1::GenerateResponse& r) {
+    ++g.messages;
+    g.text += r.text();
+    g.token_ids.insert(g.token_ids.end(), r.token_ids().begin(), r.token_ids().end());
+    if (r.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      g.finish_reason = r.finish_reason();
+      g.usage = r.usage();
+      g.timings = r.timings();
+    }
+    return each == nullptr || each(r);
+  });
+  return g;
+}
+
+v1::GenerateRequest TextRequest(const std::string& model, const std::string& prompt, int seed,
+                                int max_tokens) {
+  v1::GenerateRequest r;
+  r.set_model(model);
+  r.set_text(prompt);
+  r.mutable_sampling()->set_temperature(0.8f);
+  r.mutable_sampling()->set_top_k(40);
+  r.mutable_sampling()->set_seed(seed);
+  r.set_max_tokens(max_tokens);
+  return r;
+}
+
+// What `df11 generate` makes offline for the same model, prompt and sampling.
+nlohmann::json Offline(const std::string& dir, const std::string& prompt, int seed,
+                       int max_tokens) {
+  const std::string out = MustRun(absl::StrCat(
+      Tool(), " generate ", dir, " --prompt '", prompt, "' --temperature 0.8 --top-k 40 --seed ",
+      seed, " --max-tokens ", max_tokens, " --json"));
+  return nlohmann::json::parse(out.substr(out.find('{')));
+}
+
+uint64_t Weights(const v1::ModelInfo& m) {
+  return m.bytes(0).df11_units() + m.bytes(0).passthrough();
+}
+
+std::string BaseConfig(const std::string& extra) {
+  return absl::StrCat(R"(devices: [cpu]
+cpu_threads: 2
+preload:
+  - source: )", kDemo, R"(
+    name: demo
+    pin: true
+limits:
+  max_prompt_tokens: 64
+  max_tokens: 1024
+  default_max_tokens: 16
+  queue_size: 64
+shutdown:
+  drain: 20s
+)",
+                      extra);
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new std::string(testing::MakeTempDir());
+    llama_ = new std::string(MakeModel(*root_, "llama", "llama", /*df11=*/false, 3));
+    qwen2_ = new std::string(MakeModel(*root_, "qwen2", "qwen2", /*df11=*/true, 4));
+    daemon_ = new DaemonProcess();
+    const absl::Status started = daemon_->Start(BaseConfig(""), *root_);
+    ASSERT_TRUE(started.ok()) << started;
+    client_ = client::Df11Client::Connect(daemon_->address())->release();
+    for (const auto& [name, dir] : {std::pair{"llama", *llama_}, std::pair{"qwen2", *qwen2_}}) {
+      v1::LoadModelRequest load;
+      load.set_source(dir);
+      load.set_name(name);
+      absl::StatusOr<v1::LoadModelProgress> done = client_->LoadModel(load, nullptr);
+      ASSERT_TRUE(done.ok()) << done.status();
+      ASSERT_EQ(done->model().state(), v1::MODEL_STATE_READY);
+    }
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    EXPECT_EQ(daemon_->Terminate(), 0);
+    delete daemon_;
+    fs::remove_all(*root_);
+  }
+
+  static std::string* root_;
+  static std::string* llama_;
+  static std::string* qwen2_;
+  static DaemonProcess* daemon_;
+  static client::Df11Client* client_;
+};
+
+std::string* DaemonTest::root_;
+std::string* DaemonTest::llama_;
+std::string* DaemonTest::qwen2_;
+DaemonProcess* DaemonTest::daemon_;
+client::Df11Client* DaemonTest::client_;
+
+TEST_F(DaemonTest, HealthAndReflectionAnswer) {
+  EXPECT_EQ(testing::HealthStatus(daemon_->address()), 1);
+  const std::string services = testing::ReflectedServices(daemon_->address());
+  EXPECT_THAT(services, HasSubstr("df11.v1.ModelHost"));
+  EXPECT_THAT(services, HasSubstr("grpc.health.v1.Health"));
+}
+
+TEST_F(DaemonTest, ConcurrentStreamsAcrossModelsMatchOfflineGeneration) {
+  const std::vector<std::pair<std::string, std::string>> models = {
+      {"demo", kDemo}, {"llama", *llama_}, {"qwen2", *qwen2_}};
+  const std::vector<std::string> prompts = {"def main(", "import os", "class Foo:",
+                                            "The quick brown fox jumps over the lazy dog"};
+  constexpr int kStreams = 32, kTokens = 12;
+  std::vector<Generated> results(kStreams);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      const auto& [name, dir] = models[i % models.size()];
+      std::string prompt = prompts[i % prompts.size()];
+      // The shell in Offline() turns "\n" into a newline for df11 generate; do the same here.
+      for (size_t at; (at = prompt.find("\\n")) != std::string::npos;) prompt.replace(at, 2, "\n");
+      results[i] = Generate(*client_, TextRequest(name, prompt, 100 + i, kTokens));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    const auto& [name, dir] = models[i % models.size()];
+    SCOPED_TRACE(absl::StrCat("stream ", i, " on ", name));
+    ASSERT_TRUE(results[i].status.ok()) << results[i].status;
+    const nlohmann::json expected =
+        Offline(dir, prompts[i % prompts.size()], 100 + i, kTokens);
+    EXPECT_EQ(results[i].token_ids, expected["token_ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(results[i].text, expected["text"].get<std::string>());
+    EXPECT_EQ(results[i].usage.completion_tokens(), static_cast<int>(results[i].token_ids.size()));
+    EXPECT_EQ(results[i].usage.prompt_tokens(), expected["prompt_tokens"].get<int>());
+    EXPECT_GT(results[i].timings.total_seconds(), 0);
+  }
+  // The engine switched models while serving them.
+  EXPECT_THAT(testing::HttpGet(daemon_->http_port(), "/metrics"),
+              HasSubstr("df11_model_swaps_total{device=\"cpu\"}"));
+}
+
+TEST_F(DaemonTest, EveryByteIsAccounted) {
+  // While a long request runs, its KV cache shows on its model and on the device.
+  std::atomic<bool> stop{false};
+  std::thread runner([&] {
+    v1::GenerateRequest r = TextRequest("llama", "import os", 1, 1000);
+    r.set_ignore_eos(true);
+    Generate(*client_, r, [&](const v1::GenerateResponse&) { return !stop.load(); });
+  });
+  v1::NodeStatus status;
+  for (int i = 0; i < 500; ++i) {
+    status = *client_->GetNodeStatus();
+    if (status.running_requests() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  runner.join();
+  ASSERT_EQ(status.running_requests(), 1);
+  ASSERT_EQ(status.devices_size(), 1);
+  const v1::DeviceStatus& d = status.devices(0);
+  uint64_t weights = 0, kv = 0;
+  for (const v1::ModelInfo& m : status.models()) {
+    weights += Weights(m);
+    kv += m.bytes(0).kv_cache_in_use();
+    EXPECT_EQ(m.bytes(0).total(), Weights(m) + m.bytes(0).kv_cache_in_use());
+  }
+  EXPECT_EQ(d.weights(), weights);
+  EXPECT_EQ(d.kv_cache(), kv);
+  EXPECT_GT(kv, 0u);
+  EXPECT_EQ(d.used(), d.weights() + d.scratch() + d.kv_cache() + d.workspace());
+  EXPECT_EQ(d.free(), d.budget() - d.used());
+  // Each model's bytes are what EstimateModel said before loading.
+  for (const v1::ModelInfo& m : status.models()) {
+    absl::StatusOr<v1::EstimateModelResponse> e = client_->EstimateModel(m.source());
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ(e->df11_units(), m.bytes(0).df11_units()) << m.name();
+    EXPECT_EQ(e->passthrough(), m.bytes(0).passthrough()) << m.name();
+    EXPECT_EQ(e->df11(), m.df11());
+  }
+}
+
+TEST_F(DaemonTest, LoadingAResidentModelReturnsItsState) {
+  v1::LoadModelRequest load;
+  load.set_source(kDemo);
+  load.set_name("demo");
+  absl::StatusOr<v1::LoadModelProgress> again = client_->LoadModel(load, nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->model().state(), v1::MODEL_STATE_READY);
+  EXPECT_TRUE(again->model().pinned());
+  load.set_source(*llama_);  // the same name for another source
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already serves")));
+}
+
+TEST_F(DaemonTest, BadRequestsGetTheRightCodesAndTheDaemonKeepsServing) {
+  v1::GenerateRequest r = TextRequest("nope", "hi", 1, 4);
+  EXPECT_THAT(Generate(*client_, r).status,
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
+  r = TextRequest("demo", "hi", 1, 4);
+  r.mutable_sampling()->set_top_p(2);
+  EXPECT_THAT(Generate(*client_, r).status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top_p")));
+  std::string words;
+  for (int i = 0; i < 100; ++i) words += " word" + std::to_string(i);
+  r = TextRequest("demo", words, 1, 4);
+  EXPECT_THAT(Generate(*client_, r).status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_prompt_tokens")));
+  r = TextRequest("demo", "hi", 1, 5000);
+  EXPECT_THAT(Generate(*client_, r).status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_tokens")));
+  r = TextRequest("demo", "hi", 1, 4);
+  r.mutable_token_ids()->add_ids(99999);
+  EXPECT_THAT(Generate(*client_, r).status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("token_ids")));
+  r.clear_token_ids();
+  r.clear_text();
+  EXPECT_THAT(Generate(*client_, r).status,
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("prompt")));
+
+  // A corrupt model directory: a DF11 unit file cut short.
+  const std::string corrupt = *root_ + "/corrupt";
+  fs::copy(kDemo, corrupt);
+  fs::resize_file(corrupt + "/model_layers_1.safetensors",
+                  fs::file_size(corrupt + "/model_layers_1.safetensors") / 2);
+  v1::LoadModelRequest load;
+  load.set_source(corrupt);
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
+              StatusIs(absl::StatusCode::kDataLoss));
+  absl::StatusOr<v1::ModelInfo> failed = client_->GetModel("corrupt");
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_EQ(failed->state(), v1::MODEL_STATE_FAILED);
+  EXPECT_FALSE(failed->failure_reason().empty());
+  EXPECT_THAT(Generate(*client_, TextRequest("corrupt", "hi", 1, 4)).status,
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("FAILED")));
+  v1::UnloadModelRequest unload;
+  unload.set_name("corrupt");
+  EXPECT_TRUE(client_->UnloadModel(unload).ok());
+  load.set_source(*root_ + "/does-not-exist");
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(), StatusIs(absl::StatusCode::kNotFound));
+  load.set_source("some-org/not-cached@main");
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("hub cache")));
+
+  // Still serving.
+  const Generated ok = Generate(*client_, TextRequest("demo", "def f(", 7, 4));
+  EXPECT_TRUE(ok.status.ok()) << ok.status;
+  EXPECT_EQ(ok.token_ids.size(), 4u);
+  EXPECT_EQ(testing::HealthStatus(daemon_->address()), 1);
+}
+
+TEST_F(DaemonTest, UnloadDuringTrafficEndsRequestsCleanlyAndReturnsTheMemory) {
+  v1::LoadModelRequest load;
+  load.set_source(*llama_);
+  load.set_name("llama-b");
+  ASSERT_TRUE(client_->LoadModel(load, nullptr).ok());
+  const uint64_t weights_before = client_->GetNodeStatus()->devices(0).weights();
+  const uint64_t model_bytes = Weights(*client_->GetModel("llama-b"));
+
+  constexpr int kStreams = 4;
+  std::vector<Generated> results(kStreams);
+  std::atomic<int> started{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      v1::GenerateRequest r = TextRequest("llama-b", "import os", i, 1000);
+      r.set_ignore_eos(true);
+      bool first = true;
+      results[i] = Generate(*client_, r, [&](const v1::GenerateResponse&) {
+        if (first) ++started;
+        first = false;
+        return true;
+      });
+    });
+  }
+  for (int i = 0; i < 1000 && started < kStreams; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  v1::UnloadModelRequest unload;
+  unload.set_name("llama-b");
+  unload.set_cancel_in_flight(true);
+  absl::StatusOr<v1::UnloadModelResponse> unloaded = client_->UnloadModel(unload);
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(unloaded.ok()) << unloaded.status();
+  EXPECT_EQ(unloaded->bytes_freed(), model_bytes);
+  int cancelled = 0;
+  for (const Generated& g : results) {
+    if (!g.status.ok()) {
+      EXPECT_THAT(g.status, StatusIs(absl::StatusCode::kCancelled, HasSubstr("unloaded")));
+      ++cancelled;
+    } else {
+      EXPECT_EQ(g.finish_reason, v1::FINISH_REASON_LENGTH);
+    }
+  }
+  EXPECT_EQ(cancelled, unloaded->requests_cancelled());
+  EXPECT_GT(cancelled, 0);
+  const v1::NodeStatus after = *client_->GetNodeStatus();
+  EXPECT_EQ(after.devices(0).weights(), weights_before - model_bytes);
+  EXPECT_EQ(after.devices(0).kv_cache(), 0u);
+  EXPECT_THAT(client_->GetModel("llama-b").status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(Generate(*client_, TextRequest("llama-b", "hi", 1, 4)).status,
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(DaemonTest, ClientCancellationStopsTheWork) {
+  v1::GenerateRequest r = TextRequest("qwen2", "import os", 1, 1000);
+  r.set_ignore_eos(true);
+  int messages = 0;
+  const Generated g = Generate(*client_, r, [&](const v1::GenerateResponse&) {
+    return ++messages < 3;
+  });
+  EXPECT_THAT(g.status, StatusIs(absl::StatusCode::kCancelled));
+  v1::NodeStatus status;
+  for (int i = 0; i < 500; ++i) {
+    status = *client_->GetNodeStatus();
+    if (status.running_requests() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(status.running_requests(), 0);
+  EXPECT_EQ(status.devices(0).kv_cache(), 0u);
+}
+
+TEST_F(DaemonTest, Df11ctlDrivesTheDaemon) {
+  const std::string ctl = absl::StrCat(DF11CTL_BINARY, " --addr ", daemon_->address(), " ");
+  const nlohmann::json list = nlohmann::json::parse(MustRun(ctl + "list --json"));
+  std::vector<std::string> names;
+  for (const auto& m : list["models"]) names.push_back(m["name"]);
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"demo", "llama", "qwen2"}));
+
+  const std::string out = MustRun(
+      ctl + "generate demo --prompt 'def main(' --temperature 0.8 --top-k 40 --seed 5 "
+            "--max-tokens 8 --json");
+  const nlohmann::json generated = nlohmann::json::parse(out.substr(out.find('{')));
+  const nlohmann::json offline = Offline(kDemo, "def main(", 5, 8);
+  EXPECT_EQ(generated["token_ids"], offline["token_ids"]);
+  EXPECT_EQ(generated["text"], offline["text"]);
+  EXPECT_EQ(generated["finish_reason"], offline["finish_reason"]);
+
+  const nlohmann::json estimate = nlohmann::json::parse(MustRun(ctl + "estimate " + kDemo + " --json"));
+  EXPECT_EQ(estimate["architecture"], "Qwen3ForCausalLM");
+  const nlohmann::json status = nlohmann::json::parse(MustRun(ctl + "status --json"));
+  EXPECT_EQ(status["devices"][0]["device"], "cpu");
+  MustRun(ctl + "load " + *llama_ + " --name llama-c");
+  MustRun(ctl + "unload llama-c");
+  std::string missing;
+  EXPECT_EQ(testing::RunCommand(ctl + "unload llama-c 2>&1", &missing), 1);
+  EXPECT_THAT(missing, HasSubstr("NOT_FOUND"));
+}
+
+TEST_F(DaemonTest, MetricsShowMemoryRequestsAndRouterGauges) {
+  ASSERT_TRUE(Generate(*client_, TextRequest("demo", "import", 3, 4)).status.ok());
+  const std::string metrics = testing::HttpGet(daemon_->http_port(), "/metrics");
+  for (const char* expected :
+       {"df11_model_resident_bytes{model=\"demo\",device=\"cpu\",kind=\"df11_units\"}",
+        "df11_device_memory_bytes{device=\"cpu\",kind=\"budget\"}",
+        "df11_requests_total{model=\"demo\",outcome=\"ok\"}",
+        "df11_generated_tokens_total{model=\"demo\"}", "df11_time_to_first_token_seconds_bucket",
+        "df11_time_per_output_token_seconds_bucket", "df11_model_loads_total{outcome=\"ok\"}",
+        "df11_requests_waiting{model=\"demo\"}", "vllm:num_requests_waiting",
+        "vllm:num_requests_running", "vllm:kv_cache_usage_perc"}) {
+    EXPECT_THAT(metrics, HasSubstr(expected));
+  }
+}
+
+// A daemon whose budget holds the demo model and one more.
+class DaemonBudgetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = testing::MakeTempDir();
+    llama_ = MakeModel(root_, "llama", "llama", false, 3);
+    qwen2_ = MakeModel(root_, "qwen2", "qwen2", true, 4);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  uint64_t Size(const std::string& dir) {
+    uint64_t total = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.path().extension() == ".safetensors") total += fs::file_size(e.path());
+    }
+    return total;
+  }
+  std::string Config(const std::string& eviction) {
+    // Headers make files a little larger than their tensors: the budget holds demo + llama, and
+    // not qwen2 on top.
+    const uint64_t budget = Size(kDemo) + Size(llama_) + 64 * 1024;
+    return BaseConfig(absl::StrCat("memory:\n  budget: ", budget, "\n  eviction: ", eviction,
+                                   "\n  keep_alive: 0s\n"));
+  }
+  v1::LoadModelRequest Load(const std::string& dir, const std::string& name) {
+    v1::LoadModelRequest load;
+    load.set_source(dir);
+    load.set_name(name);
+    return load;
+  }
+  std::string root_, llama_, qwen2_;
+};
+
+TEST_F(DaemonBudgetTest, LruEvictsTheIdleUnpinnedModel) {
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(Config("lru"), root_).ok());
+  auto client = *client::Df11Client::Connect(daemon.address());
+  ASSERT_TRUE(client->LoadModel(Load(llama_, "llama"), nullptr).ok());
+  absl::StatusOr<v1::LoadModelProgress> qwen2 = client->LoadModel(Load(qwen2_, "qwen2"), nullptr);
+  ASSERT_TRUE(qwen2.ok()) << qwen2.status();
+  EXPECT_THAT(client->GetModel("llama").status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(client->GetModel("demo").ok());  // pinned
+  EXPECT_THAT(testing::HttpGet(daemon.http_port(), "/metrics"),
+              HasSubstr("df11_model_evictions_total{model=\"llama\"} 1"));
+  EXPECT_EQ(daemon.Terminate(), 0);
+}
+
+TEST_F(DaemonBudgetTest, WithoutEvictionAnOverBudgetLoadFailsWithTheNumbers) {
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(Config("none"), root_).ok());
+  auto client = *client::Df11Client::Connect(daemon.address());
+  ASSERT_TRUE(client->LoadModel(Load(llama_, "llama"), nullptr).ok());
+  EXPECT_THAT(client->LoadModel(Load(qwen2_, "qwen2"), nullptr).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       ::testing::AllOf(HasSubstr("needs"), HasSubstr("free"),
+                                        HasSubstr("evictable"))));
+  EXPECT_TRUE(client->GetModel("llama").ok());
+  EXPECT_THAT(client->GetModel("qwen2").status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(daemon.Terminate(), 0);
+}
+
+TEST(DaemonShutdownTest, SigtermDrainsInFlightStreamsAndExitsZero) {
+  const std::string root = testing::MakeTempDir();
+  DaemonProcess daemon;
+  ASSERT_TRUE(daemon.Start(BaseConfig(""), root).ok());
+  auto client = *client::Df11Client::Connect(daemon.address());
+  v1::GenerateRequest r = TextRequest("demo", "def main(", 1, 600);
+  r.set_ignore_eos(true);
+  bool signalled = false;
+  const Generated g = Generate(*client, r, [&](const v1::GenerateResponse&) {
+    if (!signalled) daemon.SendTerm();  // after the first token: the stream is in flight
+    signalled = true;
+    return true;
+  });
+  EXPECT_TRUE(g.status.ok()) << g.status;
+  EXPECT_EQ(g.token_ids.size(), 600u);
+  EXPECT_EQ(g.finish_reason, v1::FINISH_REASON_LENGTH);
+  EXPECT_EQ(daemon.Wait(), 0);
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace df11

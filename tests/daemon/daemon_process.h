@@ -1,0 +1,66 @@
+// Test helpers that run the real binaries: a df11d process on 127.0.0.1 (ports picked by the
+// kernel and read from --port-file), and commands whose output the test reads.
+//
+//   DaemonProcess daemon;
+//   ASSERT_TRUE(daemon.Start(config_yaml, dir).ok());
+//   auto client = client::Df11Client::Connect(daemon.address());
+//   EXPECT_EQ(daemon.Terminate(), 0);
+#ifndef DF11_TESTS_DAEMON_DAEMON_PROCESS_H_
+#define DF11_TESTS_DAEMON_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace df11::testing {
+
+class DaemonProcess {
+ public:
+  DaemonProcess() = default;
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+  // Kills a daemon still running.
+  ~DaemonProcess();
+
+  // Writes `config_yaml` to `dir`/config.yaml and starts df11d on it, listening on free loopback
+  // ports; returns once the ports are known and grpc.health.v1 reports SERVING (preloads done),
+  // or an error after 60 s. The daemon's log goes to `dir`/df11d.log.
+  absl::Status Start(const std::string& config_yaml, const std::string& dir);
+  // Sends SIGTERM and waits (up to 60 s) for the exit; returns the exit code, or -1 if it had to
+  // be killed or died of a signal.
+  int Terminate();
+  // Sends SIGTERM without waiting.
+  void SendTerm();
+  // Waits for the exit after SendTerm (as Terminate).
+  int Wait();
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  int http_port() const { return http_port_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+};
+
+// grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2 NOT_SERVING, -1 on error.
+int HealthStatus(const std::string& address);
+// The encoded answer of server reflection to list_services (the service names appear in it as
+// plain strings); "" on error.
+std::string ReflectedServices(const std::string& address);
+
+// Runs a shell command; its exit code, and stdout in `out`.
+int RunCommand(const std::string& command, std::string* out);
+
+// A fresh directory under the system temporary directory.
+std::string MakeTempDir();
+
+// GET http://127.0.0.1:`port``path`; the body, or "" on error.
+std::string HttpGet(int port, const std::string& path);
+
+}  // namespace df11::testing
+
+#endif  // DF11_TESTS_DAEMON_DAEMON_PROCESS_H_
