@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds df11d and runs its main job on the embedded default: text
-# generation with the demo model (models/demo, a small Qwen3 model stored DF11-compressed) on the
-# CPU engine, streamed to the terminal. The daemon takes this place once it exists.
-# Usage: tools/run.sh [PROMPT]      (default prompt: "def ")
+# Installs the dependencies, builds df11d and df11ctl, and runs the daemon in the foreground on its
+# embedded default configuration (configs/default.yaml): the ModelHost gRPC API on 127.0.0.1:7411,
+# Prometheus /metrics on 127.0.0.1:7412, and the demo model (models/demo) preloaded as "demo".
+# Ctrl-C (or SIGTERM) drains and stops it. Extra arguments go to df11d (see df11d --help).
+# Usage: tools/run.sh [DF11D_ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/install-deps.sh
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/df11-ccache}"
 cmake -S . -B build -G Ninja -DDF11_CUDA=AUTO >/dev/null
-cmake --build build -j"$(nproc)" --target df11
-exec build/tools/df11 generate models/demo --prompt "${1:-def }" --max-tokens 96
+cmake --build build -j"$(nproc)" --target df11d df11ctl df11
+echo "df11d: try 'build/client/df11ctl generate demo --prompt \"def \"' in another terminal" >&2
+exec build/daemon/df11d "$@"
