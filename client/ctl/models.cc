@@ -1,4 +1,5 @@
 // df11ctl load, unload, list, get, estimate: the model lifecycle commands.
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,15 @@ bool NoPositional(Context& c, int& exit_code) {
   return false;
 }
 
+// A source naming a directory here is sent as an absolute path: the daemon resolves relative
+// paths against its own working directory, not the caller's.
+std::string SourceForDaemon(const std::string& source) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(source, ec)) return source;
+  const std::filesystem::path absolute = std::filesystem::absolute(source, ec);
+  return ec ? source : absolute.lexically_normal().string();
+}
+
 // "demo: ready, Qwen3ForCausalLM DF11, 5.2 MiB on cpu"
 std::string ModelLine(const v1::ModelInfo& m) {
   std::string devices;
@@ -43,7 +53,7 @@ int RunLoad(Context& c) {
   int exit_code;
   if (!OnePositional(c, "SOURCE", exit_code)) return exit_code;
   v1::LoadModelRequest request;
-  request.set_source(c.args.positional()[0]);
+  request.set_source(SourceForDaemon(c.args.positional()[0]));
   if (std::optional<std::string> name = c.args.Get("name")) request.set_name(*name);
   request.set_pin(c.args.Has("pin"));
   absl::StatusOr<double> keep_alive = c.args.GetSeconds("keep-alive", 0);
@@ -127,7 +137,8 @@ int RunEstimate(Context& c) {
   int exit_code;
   if (!OnePositional(c, "SOURCE", exit_code)) return exit_code;
   const std::string& source = c.args.positional()[0];
-  absl::StatusOr<v1::EstimateModelResponse> estimate = c.client.EstimateModel(source);
+  absl::StatusOr<v1::EstimateModelResponse> estimate =
+      c.client.EstimateModel(SourceForDaemon(source));
   if (!estimate.ok()) return Fail(c, estimate.status());
   if (c.json) return PrintJson(c, *estimate);
   c.console.out << FormatEstimate(source, *estimate);

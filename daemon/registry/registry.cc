@@ -100,10 +100,13 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     directory = snapshot.directory;
     revision = snapshot.commit;
   }
+  // "dir/" has an empty filename(); its parent_path() is "dir".
+  const fs::path normal = fs::path(directory).lexically_normal();
   const std::string name =
       !request.name.empty() ? request.name
       : source.is_hub       ? source.repo_id
-                            : fs::path(directory).lexically_normal().filename().string();
+      : normal.has_filename() ? normal.filename().string()
+                              : normal.parent_path().filename().string();
   DF11_RETURN_IF_ERROR(ValidateName(name));
   absl::StatusOr<runtime::ModelEstimate> estimated = runtime::EstimateModel(directory);
   if (!estimated.ok()) {
