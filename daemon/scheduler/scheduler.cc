@@ -220,7 +220,7 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
     }
     if (!StartJob(*job)) continue;
     const runtime::Model& model = *job->model_->model;
-    std::vector<float> logits(model.config().vocab_size);
+    const std::span<float> logits = Logits(static_cast<size_t>(model.config().vocab_size));
     runtime::SequenceStep step = job->sequence_->NextStep();
     job->first_pass_ = Clock::now();
     if (absl::Status s = backend_.Forward(model, std::span(&step, 1), logits); !s.ok()) {
@@ -241,17 +241,17 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
   if (!running.empty()) {
     const runtime::Model& model = *running.front()->model_->model;
     const size_t vocab = static_cast<size_t>(model.config().vocab_size);
-    std::vector<runtime::SequenceStep> steps;
-    for (const std::shared_ptr<Job>& job : running) steps.push_back(job->sequence_->NextStep());
-    std::vector<float> logits(steps.size() * vocab);
-    if (absl::Status s = backend_.Forward(model, steps, logits); !s.ok()) {
+    steps_.clear();
+    for (const std::shared_ptr<Job>& job : running) steps_.push_back(job->sequence_->NextStep());
+    const std::span<float> logits = Logits(steps_.size() * vocab);
+    if (absl::Status s = backend_.Forward(model, steps_, logits); !s.ok()) {
       for (const std::shared_ptr<Job>& job : running) end(job, s);
       running.clear();
     }
     for (size_t i = 0; i < running.size(); ++i) {
       Job& job = *running[i];
       const runtime::GeneratedToken token =
-          job.sequence_->Advance(std::span(logits).subspan(i * vocab, vocab));
+          job.sequence_->Advance(logits.subspan(i * vocab, vocab));
       const Clock::time_point now = Clock::now();
       if (metrics_ != nullptr) metrics_->TimePerToken(job.model_->name, Seconds(job.last_token_, now));
       job.last_token_ = now;
@@ -265,6 +265,11 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
     return std::find(ended.begin(), ended.end(), job) != ended.end();
   });
   for (std::shared_ptr<Job>& job : started) work.running.push_back(std::move(job));
+}
+
+std::span<float> Scheduler::Logits(size_t n) {
+  if (logits_.size() < n) logits_.resize(n);
+  return std::span(logits_).first(n);
 }
 
 bool Scheduler::StartJob(Job& job) {

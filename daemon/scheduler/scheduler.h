@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,6 +132,8 @@ class Scheduler {
   // Makes the sequence of `job`; false (and the job finished with the error) when it fails.
   bool StartJob(Job& job);
   void EndJob(Job& job, absl::Status status);
+  // The first `n` floats of logits_, grown when needed (engine thread only).
+  std::span<float> Logits(size_t n);
 
   const Options options_;
   runtime::Backend& backend_;
@@ -145,6 +148,9 @@ class Scheduler {
   std::deque<const registry::ResidentModel*> order_;
   std::map<const registry::ResidentModel*, ModelWork> work_by_model_;
   const registry::ResidentModel* last_model_ = nullptr;  // engine thread only
+  // Buffers of the forward passes, reused so that a step allocates nothing (engine thread only).
+  std::vector<runtime::SequenceStep> steps_;
+  std::vector<float> logits_;
   std::atomic<int64_t> queued_{0}, running_{0};
   std::thread thread_;
 };
