@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/hub/cache.h"
@@ -17,6 +16,10 @@ namespace {
 
 // How often a stream looks for its client's cancellation while it waits.
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
+// The same for watch streams, which sit idle between statuses: many of them may be held (routers,
+// dashboards), and a wake-up each 100 ms costs 1,000 of them about half a core. Shutdown wakes
+// them at once; a cancelled watch keeps its thread for up to this long.
+constexpr absl::Duration kWatchPoll = absl::Seconds(1);
 
 absl::Status ValidSeconds(const char* field, double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) {
@@ -36,6 +39,7 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
   registry::LoadRequest load{.source = request->source(),
                              .name = request->name(),
                              .pin = request->pin(),
+                             .keep_alive_seconds = std::nullopt,
                              .device = request->device()};
   if (request->keep_alive_seconds() > 0) load.keep_alive_seconds = request->keep_alive_seconds();
   // Progress goes out when the phase changes, and at most every 100 ms within a phase.
@@ -207,8 +211,10 @@ grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
   while (!context->IsCancelled() && !node_.shutting_down()) {
     if (!writer->Write(ToProto(node_.Status()))) break;
     for (absl::Time until = absl::Now() + every; absl::Now() < until;) {
-      if (context->IsCancelled() || node_.shutting_down()) break;
-      std::this_thread::sleep_for(absl::ToChronoNanoseconds(std::min(kPoll, until - absl::Now())));
+      if (context->IsCancelled() ||
+          node_.WaitForShutdown(std::min(kWatchPoll, until - absl::Now()))) {
+        break;
+      }
     }
   }
   return grpc::Status::OK;

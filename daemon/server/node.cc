@@ -49,11 +49,12 @@ Node::~Node() {
 void Node::StartPreload() {
   preload_ = std::thread([this] {
     for (const config::PreloadModel& p : config_.preload) {
-      if (shutting_down_) break;
+      if (shutting_down()) break;
       registry::LoadRequest request{.source = p.source, .name = p.name, .pin = p.pin,
-                                    .keep_alive_seconds = p.keep_alive_seconds};
+                                    .keep_alive_seconds = p.keep_alive_seconds,
+                                    .device = ""};
       absl::StatusOr<registry::ModelInfo> info = registry_->Load(
-          request, [this](const registry::LoadProgress&) { return !shutting_down_.load(); });
+          request, [this](const registry::LoadProgress&) { return !shutting_down(); });
       if (info.ok()) {
         Log(absl::StrCat("preloaded ", info->name, " from ", p.source, " (",
                          info->bytes.df11_units + info->bytes.passthrough, " bytes)"));

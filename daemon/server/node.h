@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/config/config.h"
 #include "daemon/metrics/metrics.h"
@@ -54,9 +55,13 @@ class Node {
                                        bool cancel_in_flight);
   NodeStatus Status() const;
 
-  // Set when the daemon begins to shut down: long-lived watch streams end.
-  void BeginShutdown() { shutting_down_ = true; }
-  bool shutting_down() const { return shutting_down_; }
+  // Called once when the daemon begins to shut down: preloads stop, long-lived watch streams end.
+  void BeginShutdown() { shutdown_.Notify(); }
+  bool shutting_down() const { return shutdown_.HasBeenNotified(); }
+  // Waits up to `timeout` for BeginShutdown; true once it has been called.
+  bool WaitForShutdown(absl::Duration timeout) const {
+    return shutdown_.WaitForNotificationWithTimeout(timeout);
+  }
 
   const config::Config& config() const { return config_; }
   registry::Registry& registry() { return *registry_; }
@@ -74,7 +79,7 @@ class Node {
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::thread preload_;
   std::atomic<bool> preload_done_{false};
-  std::atomic<bool> shutting_down_{false};
+  absl::Notification shutdown_;
 };
 
 }  // namespace df11::server

@@ -3,6 +3,7 @@
 // driven through libdf11client, df11ctl and raw gRPC, and compared with `df11 generate`.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/df11_client.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/daemon/daemon_process.h"
@@ -57,6 +59,77 @@ std::string MakeModel(const std::string& root, const std::string& name, const st
   }
   return dir;
 }
+
+// A copy of `model_dir` in a Hugging Face hub cache at `cache` as `huggingface_hub` lays it out:
+// blobs/, snapshots/{commit}/ of relative symlinks to them, and refs/main naming the commit.
+void MakeHubCache(const std::string& cache, const std::string& repo_id, const std::string& commit,
+                  const std::string& model_dir) {
+  std::string folder = "models--" + repo_id;
+  folder.replace(folder.find('/'), 1, "--");
+  const fs::path repo = fs::path(cache) / folder;
+  fs::create_directories(repo / "blobs");
+  fs::create_directories(repo / "snapshots" / commit);
+  fs::create_directories(repo / "refs");
+  int blob = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(model_dir)) {
+    const std::string name = absl::StrCat("0000000000blob", blob++);
+    fs::copy_file(e.path(), repo / "blobs" / name);
+    fs::create_symlink(fs::path("../../blobs") / name,
+                       repo / "snapshots" / commit / e.path().filename());
+  }
+  std::ofstream(repo / "refs" / "main") << commit;
+}
+
+// A BF16 Llama whose tied embedding has `vocab` rows of zeros, stored sparsely: a model of
+// gigabytes that costs no disk and no time to make, for loads that must last a while.
+std::string MakeSparseModel(const std::string& root, int64_t vocab) {
+  const std::string dir = root + "/sparse";
+  MustRun(absl::StrCat(Tool(), " synth ", dir, " --arch llama --layers 1 --hidden 64",
+                       " --intermediate 128 --heads 2 --kv-heads 1 --vocab 256 --tied"));
+  const std::string weights = dir + "/model.safetensors";
+  uint64_t header_size = 0;
+  nlohmann::ordered_json header;
+  {
+    std::ifstream in(weights, std::ios::binary);
+    in.read(reinterpret_cast<char*>(&header_size), 8);
+    std::string text(header_size, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(header_size));
+    header = nlohmann::ordered_json::parse(text);
+  }
+  header["model.embed_tokens.weight"]["shape"][0] = vocab;
+  // Data offsets again, in the file's order, for the new size.
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (const auto& [name, entry] : header.items()) {
+    if (name != "__metadata__") order.emplace_back(entry["data_offsets"][0].get<uint64_t>(), name);
+  }
+  std::sort(order.begin(), order.end());
+  uint64_t offset = 0;
+  for (const auto& [begin, name] : order) {
+    uint64_t bytes = 2;
+    for (const auto& d : header[name]["shape"]) bytes *= d.get<uint64_t>();
+    header[name]["data_offsets"] = {offset, offset + bytes};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.resize((text.size() + 7) / 8 * 8, ' ');
+  const uint64_t size = text.size();
+  {
+    std::ofstream out(weights, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&size), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  }
+  fs::resize_file(weights, 8 + size + offset);  // the data: zeros, as a hole
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  config["vocab_size"] = vocab;
+  std::ofstream(dir + "/config.json", std::ios::trunc) << config.dump(2);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::copy_file(kDemo + "/" + file, dir + "/" + file, fs::copy_options::overwrite_existing);
+  }
+  return dir;
+}
+
+constexpr char kHubRepo[] = "test-org/demo-df11";
+constexpr char kHubCommit[] = "4f1c2a9e7b3d5f60718293a4b5c6d7e8f9a0b1c2";
 
 struct Generated {
   absl::Status status;
@@ -134,8 +207,10 @@ class DaemonTest : public ::testing::Test {
     root_ = new std::string(testing::MakeTempDir());
     llama_ = new std::string(MakeModel(*root_, "llama", "llama", /*df11=*/false, 3));
     qwen2_ = new std::string(MakeModel(*root_, "qwen2", "qwen2", /*df11=*/true, 4));
+    MakeHubCache(*root_ + "/hub", kHubRepo, kHubCommit, kDemo);
     daemon_ = new DaemonProcess();
-    const absl::Status started = daemon_->Start(BaseConfig(""), *root_);
+    const absl::Status started =
+        daemon_->Start(BaseConfig(absl::StrCat("hub:\n  cache_dir: ", *root_, "/hub\n")), *root_);
     ASSERT_TRUE(started.ok()) << started;
     client_ = client::Df11Client::Connect(daemon_->address())->release();
     for (const auto& [name, dir] : {std::pair{"llama", *llama_}, std::pair{"qwen2", *qwen2_}}) {
@@ -389,6 +464,96 @@ TEST_F(DaemonTest, ClientCancellationStopsTheWork) {
   EXPECT_EQ(status.devices(0).kv_cache(), 0u);
 }
 
+TEST_F(DaemonTest, LoadsAHubIdFromTheSharedCacheWithoutNetwork) {
+  v1::LoadModelRequest load;
+  load.set_source(kHubRepo);
+  absl::StatusOr<v1::LoadModelProgress> done = client_->LoadModel(load, nullptr);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->model().state(), v1::MODEL_STATE_READY);
+  EXPECT_EQ(done->model().name(), kHubRepo);
+  EXPECT_EQ(done->model().resolved_revision(), kHubCommit);
+  // The same weights as the demo model: the same tokens.
+  const Generated hub = Generate(*client_, TextRequest(kHubRepo, "def main(", 9, 6));
+  const Generated local = Generate(*client_, TextRequest("demo", "def main(", 9, 6));
+  ASSERT_TRUE(hub.status.ok()) << hub.status;
+  EXPECT_EQ(hub.token_ids, local.token_ids);
+
+  load.set_source(absl::StrCat(kHubRepo, "@", kHubCommit));
+  load.set_name("by-commit");
+  done = client_->LoadModel(load, nullptr);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->model().resolved_revision(), kHubCommit);
+  load.set_source(absl::StrCat(kHubRepo, "@v2"));
+  load.set_name("by-tag");
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("v2")));
+  for (const char* name : {kHubRepo, "by-commit"}) {
+    v1::UnloadModelRequest unload;
+    unload.set_name(name);
+    EXPECT_TRUE(client_->UnloadModel(unload).ok()) << name;
+  }
+}
+
+TEST_F(DaemonTest, CancellingALoadFreesWhatItPlaced) {
+  // 1 GiB of embedding to read: the load is still running when the cancellation arrives.
+  const std::string big = MakeSparseModel(*root_, int64_t{1} << 23);
+  const uint64_t weights_before = client_->GetNodeStatus()->devices(0).weights();
+  auto stub = v1::ModelHost::NewStub(
+      grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::LoadModelRequest load;
+  load.set_source(big);
+  load.set_name("big");
+  std::unique_ptr<grpc::ClientReader<v1::LoadModelProgress>> reader =
+      stub->LoadModel(&context, load);
+  // Once it reads its files, its estimate is reserved and it is listed as LOADING.
+  v1::LoadModelProgress progress;
+  do {
+    ASSERT_TRUE(reader->Read(&progress));
+    EXPECT_EQ(progress.model().state(), v1::MODEL_STATE_LOADING);
+  } while (progress.phase() != v1::LOAD_PHASE_PLACING);
+  EXPECT_EQ(progress.bytes_total(), fs::file_size(big + "/model.safetensors"));
+  absl::StatusOr<v1::ModelInfo> loading = client_->GetModel("big");
+  ASSERT_TRUE(loading.ok()) << loading.status();
+  EXPECT_EQ(loading->state(), v1::MODEL_STATE_LOADING);
+  EXPECT_GE(Weights(*loading), uint64_t{1} << 30);
+  EXPECT_EQ(client_->GetNodeStatus()->devices(0).weights(), weights_before + Weights(*loading));
+  context.TryCancel();
+  while (reader->Read(&progress)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+
+  absl::Status gone;
+  for (int i = 0; i < 500; ++i) {
+    gone = client_->GetModel("big").status();
+    if (!gone.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_THAT(gone, StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(client_->GetNodeStatus()->devices(0).weights(), weights_before);
+  EXPECT_TRUE(Generate(*client_, TextRequest("demo", "x", 1, 2)).status.ok());
+}
+
+TEST_F(DaemonTest, DaemonBenchRunsEveryScenarioWithoutErrors) {
+  const std::string out = MustRun(absl::StrCat(
+      Tool(), " daemon-bench --addr ", daemon_->address(), " --model ", kDemo,
+      " --prompt-tokens 8 --tokens 4 --swap-requests 2 --rounds 1 --clients 2 --seconds 0.3",
+      " --idle-streams 40 --hold 0.4 --threads 2 --daemon-pid ", daemon_->pid(), " --json"));
+  const nlohmann::json bench = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_GT(bench["swap"]["ratio"].get<double>(), 0);
+  EXPECT_GT(bench["overhead"]["grpc_ms_per_token"].get<double>(), 0);
+  EXPECT_GT(bench["rps"]["requests"].get<int>(), 0);
+  EXPECT_EQ(bench["rps"]["errors"], 0);
+  EXPECT_EQ(bench["idle"]["opened"], 40);
+  EXPECT_EQ(bench["idle"]["ended_by_cancellation"], 40);
+  EXPECT_EQ(bench["idle"]["errors"], 0);
+  EXPECT_EQ(bench["idle"]["request_errors_during_hold"], 0);
+  EXPECT_GE(bench["idle"]["daemon_held"]["threads"].get<int>(), 40);
+  // Its models are gone afterwards.
+  EXPECT_THAT(client_->GetModel("bench-a").status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(client_->GetModel("bench-b").status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST_F(DaemonTest, Df11ctlDrivesTheDaemon) {
   const std::string ctl = absl::StrCat(DF11CTL_BINARY, " --addr ", daemon_->address(), " ");
   const nlohmann::json list = nlohmann::json::parse(MustRun(ctl + "list --json"));
@@ -496,6 +661,18 @@ TEST(DaemonShutdownTest, SigtermDrainsInFlightStreamsAndExitsZero) {
   DaemonProcess daemon;
   ASSERT_TRUE(daemon.Start(BaseConfig(""), root).ok());
   auto client = *client::Df11Client::Connect(daemon.address());
+  // A watch that would otherwise send its next status in an hour ends at the signal.
+  absl::Status watch_end;
+  std::atomic<bool> watching{false};
+  std::thread watcher([&] {
+    v1::WatchNodeStatusRequest watch;
+    watch.set_interval_seconds(3600);
+    watch_end = client->WatchNodeStatus(watch, [&](const v1::NodeStatus&) {
+      watching = true;
+      return true;
+    });
+  });
+  while (!watching) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   v1::GenerateRequest r = TextRequest("demo", "def main(", 1, 600);
   r.set_ignore_eos(true);
   bool signalled = false;
@@ -508,6 +685,8 @@ TEST(DaemonShutdownTest, SigtermDrainsInFlightStreamsAndExitsZero) {
   EXPECT_EQ(g.token_ids.size(), 600u);
   EXPECT_EQ(g.finish_reason, v1::FINISH_REASON_LENGTH);
   EXPECT_EQ(daemon.Wait(), 0);
+  watcher.join();
+  EXPECT_TRUE(watch_end.ok()) << watch_end;
   fs::remove_all(root);
 }
 

@@ -19,6 +19,7 @@ int RunDevices(const std::vector<std::string>& args);
 int RunGpuBench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 int RunEngineBench(const std::vector<std::string>& args);
+int RunDaemonBench(const std::vector<std::string>& args);
 
 }  // namespace df11::tool
 

@@ -30,6 +30,9 @@ Commands:
                                 generate text on the CPU engine, without the daemon
   engine-bench [--df11 DIR] [--bf16 DIR] [--json]
                                 CPU engine tokens/s with DF11 weights against BF16
+  daemon-bench --addr HOST:PORT --model DIR [--json]
+                                serving costs of a running df11d: swaps, gRPC, requests/s,
+                                idle streams
   devices                       the CUDA devices this build can use
   gpu-bench [--sizes 1,16,200] [--json]
                                 GPU decoder speed against a device copy, on the current GPU
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   if (command == "demo") return RunDemo(args);
   if (command == "generate") return RunGenerate(args);
   if (command == "engine-bench") return RunEngineBench(args);
+  if (command == "daemon-bench") return RunDaemonBench(args);
   if (command == "devices") return RunDevices(args);
   if (command == "gpu-bench") return RunGpuBench(args);
   std::fprintf(stderr, "df11: unknown command '%s'\n\n%s", command.c_str(), kUsage);

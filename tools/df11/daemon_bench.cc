@@ -1,0 +1,522 @@
+// df11 daemon-bench: what serving through df11d costs on top of the engine, measured against a
+// running daemon: model swaps, the gRPC streaming path, request throughput, and many idle streams.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/df11_client.h"
+#include "codec/base/status_macros.h"
+#include "daemon/runtime/cpu_backend.h"
+#include "daemon/runtime/generator.h"
+#include "daemon/runtime/model.h"
+#include "daemon/runtime/tokenizer/tokenizer.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "tools/df11/cli.h"
+#include "tools/df11/commands.h"
+
+namespace df11::tool {
+namespace {
+
+namespace v1 = ::df11::v1;
+
+constexpr char kHelp[] = R"(Usage: df11 daemon-bench --addr HOST:PORT --model DIR [options]
+
+Measures what serving through a running df11d costs on top of the engine. The daemon loads DIR
+twice, as bench-a and bench-b (each copy resident on its own), and unloads both at the end; this
+process also loads DIR to run the CPU engine alone. Scenarios, in this order:
+  swap      time to first token of sequential 1-token requests that alternate bench-a, bench-b,
+            against the same requests all sent to bench-a, in --rounds alternated phases of
+            --swap-requests each (the ratio alternate/same is the result; target <= 1.05)
+  overhead  per-token time of a --tokens greedy generation streamed through gRPC against the
+            engine alone (same model, prompt and thread count), --rounds runs each
+  rps       1-token requests/s from --clients concurrent clients for --seconds, against the
+            engine alone's rate for the same request
+  idle      --idle-streams WatchNodeStatus streams opened and held for --hold, 1-token requests
+            served meanwhile; every stream must open and end only by our cancellation
+Run the daemon alone on the machine: the engine-alone runs share its CPUs.
+
+  --addr HOST:PORT     the daemon (default: $DF11_ADDR, else 127.0.0.1:7411)
+  --model DIR          a DF11 or BF16 model directory the daemon can read
+  --prompt-tokens N    prompt length, random token ids (default 32)
+  --tokens N           tokens of the overhead generation (default 64)
+  --swap-requests N    requests per swap phase (default 20)
+  --rounds N           swap phases of each kind, and overhead runs (default 3)
+  --clients N          concurrent clients of the rps scenario (default 8)
+  --seconds S          duration of the rps scenario (default 5)
+  --idle-streams N     streams of the idle scenario (default 1000)
+  --hold S             how long they are held (default 10): a quarter with no requests, to
+                       measure what the streams alone cost the daemon, then with requests
+  --threads N          engine-alone CPU threads; give the daemon's cpu_threads (default: one per CPU)
+  --daemon-pid PID     the daemon's process, to report its threads, RSS and CPU time (same host)
+  --json               one JSON object instead of text
+)";
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+double Median(const std::vector<double>& v) { return Percentile(v, 0.5); }
+
+// What /proc says of the daemon: threads, resident bytes and CPU seconds so far (Linux).
+struct ProcessSample {
+  int64_t threads = 0;
+  int64_t rss_bytes = 0;
+  double cpu_seconds = 0;
+};
+
+ProcessSample SampleProcess(int pid) {
+  ProcessSample s;
+  if (pid <= 0) return s;
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) s.threads = std::stoll(line.substr(8));
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_bytes = std::stoll(line.substr(6)) * 1024;
+  }
+  // /proc/PID/stat: fields 14 and 15 (utime, stime) in clock ticks, after the ")" of the name.
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close != std::string::npos) {
+    std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
+    if (fields.size() > 13) {
+      s.cpu_seconds = static_cast<double>(std::stoll(fields[11]) + std::stoll(fields[12])) /
+                      static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  }
+  return s;
+}
+
+nlohmann::json ToJson(const ProcessSample& s) {
+  return {{"threads", s.threads}, {"rss_bytes", s.rss_bytes}};
+}
+
+// One generation through the daemon, timed on this side.
+struct Streamed {
+  absl::Status status;
+  double first_token_seconds = 0;  // from the call to the first message carrying a token
+  double last_token_seconds = 0;
+  int tokens = 0;
+  v1::Timings timings;  // as the daemon reports them
+};
+
+Streamed StreamGenerate(client::Df11Client& client, const std::string& model,
+                        const std::vector<int32_t>& prompt, int max_tokens) {
+  v1::GenerateRequest request;
+  request.set_model(model);
+  request.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+  request.mutable_sampling()->set_temperature(0);
+  request.set_max_tokens(max_tokens);
+  request.set_ignore_eos(true);
+  Streamed out;
+  const Clock::time_point start = Clock::now();
+  out.status = client.Generate(request, [&](const v1::GenerateResponse& r) {
+    if (r.token_ids_size() > 0) {
+      const double at = Seconds(Clock::now() - start);
+      if (out.tokens == 0) out.first_token_seconds = at;
+      out.last_token_seconds = at;
+      out.tokens += r.token_ids_size();
+    }
+    if (r.has_timings()) out.timings = r.timings();
+    return true;
+  });
+  if (out.status.ok() && out.tokens != max_tokens) {
+    out.status = absl::InternalError(
+        absl::StrCat("asked for ", max_tokens, " tokens, received ", out.tokens));
+  }
+  return out;
+}
+
+struct Setup {
+  client::Df11Client* client;
+  std::unique_ptr<runtime::Model> model;
+  runtime::Tokenizer tokenizer;
+  std::unique_ptr<runtime::CpuBackend> backend;
+  std::vector<int32_t> prompt;
+};
+
+// The engine alone: one greedy generation of `tokens` tokens from the prompt, in this process.
+absl::StatusOr<runtime::GenerationResult> EngineGenerate(Setup& s, int tokens) {
+  runtime::SamplingParams params;
+  params.temperature = 0;
+  params.ignore_eos = true;
+  params.max_tokens = tokens;
+  runtime::GenerationRequest request{.prompt = s.prompt, .sampling = params};
+  return runtime::Generate(*s.backend, *s.model, s.tokenizer, request,
+                           [](const runtime::GeneratedToken&) { return true; });
+}
+
+absl::StatusOr<nlohmann::json> BenchSwap(Setup& s, int requests, int rounds) {
+  // Warm both models and the connection first.
+  for (const char* model : {"bench-a", "bench-b", "bench-a", "bench-b"}) {
+    Streamed w = StreamGenerate(*s.client, model, s.prompt, 1);
+    DF11_RETURN_IF_ERROR(w.status);
+  }
+  std::vector<double> same, alternate, same_server, alternate_server;
+  for (int round = 0; round < rounds; ++round) {
+    for (bool alternating : {false, true}) {
+      for (int i = 0; i < requests; ++i) {
+        const std::string model = alternating && i % 2 == 1 ? "bench-b" : "bench-a";
+        Streamed r = StreamGenerate(*s.client, model, s.prompt, 1);
+        DF11_RETURN_IF_ERROR(r.status);
+        (alternating ? alternate : same).push_back(r.first_token_seconds);
+        (alternating ? alternate_server : same_server)
+            .push_back(r.timings.time_to_first_token_seconds());
+      }
+    }
+  }
+  return nlohmann::json{
+      {"requests_per_phase", requests},
+      {"rounds", rounds},
+      {"same_model_ttft_ms", Median(same) * 1e3},
+      {"alternating_ttft_ms", Median(alternate) * 1e3},
+      {"ratio", Median(alternate) / Median(same)},
+      {"same_model_server_ttft_ms", Median(same_server) * 1e3},
+      {"alternating_server_ttft_ms", Median(alternate_server) * 1e3},
+      {"server_ratio", Median(alternate_server) / Median(same_server)}};
+}
+
+absl::StatusOr<nlohmann::json> BenchOverhead(Setup& s, int tokens, int rounds) {
+  std::vector<double> engine_per_token, engine_ttft, grpc_per_token, grpc_ttft;
+  for (int round = 0; round < rounds; ++round) {
+    DF11_ASSIGN_OR_RETURN(runtime::GenerationResult e, EngineGenerate(s, tokens));
+    engine_ttft.push_back(e.prefill_seconds);
+    engine_per_token.push_back(e.decode_seconds / (tokens - 1));
+    Streamed g = StreamGenerate(*s.client, "bench-a", s.prompt, tokens);
+    DF11_RETURN_IF_ERROR(g.status);
+    grpc_ttft.push_back(g.first_token_seconds);
+    grpc_per_token.push_back((g.last_token_seconds - g.first_token_seconds) / (tokens - 1));
+  }
+  const double engine = Median(engine_per_token), grpc = Median(grpc_per_token);
+  return nlohmann::json{{"tokens", tokens},
+                        {"rounds", rounds},
+                        {"engine_ms_per_token", engine * 1e3},
+                        {"grpc_ms_per_token", grpc * 1e3},
+                        {"overhead_us_per_token", (grpc - engine) * 1e6},
+                        {"per_token_ratio", grpc / engine},
+                        {"engine_ttft_ms", Median(engine_ttft) * 1e3},
+                        {"grpc_ttft_ms", Median(grpc_ttft) * 1e3}};
+}
+
+absl::StatusOr<nlohmann::json> BenchRequestsPerSecond(Setup& s, int clients, double seconds) {
+  // The engine alone: the same 1-token request, back to back.
+  int engine_requests = 0;
+  const Clock::time_point engine_start = Clock::now();
+  while (Seconds(Clock::now() - engine_start) < std::min(seconds, 2.0) || engine_requests < 3) {
+    DF11_RETURN_IF_ERROR(EngineGenerate(s, 1).status());
+    ++engine_requests;
+  }
+  const double engine_rate = engine_requests / Seconds(Clock::now() - engine_start);
+
+  std::mutex mu;
+  std::vector<double> latencies;
+  std::map<std::string, int> errors;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(seconds));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      while (Clock::now() < end) {
+        const Clock::time_point t = Clock::now();
+        Streamed r = StreamGenerate(*s.client, "bench-a", s.prompt, 1);
+        const double latency = Seconds(Clock::now() - t);
+        std::lock_guard<std::mutex> lock(mu);
+        if (r.status.ok()) {
+          latencies.push_back(latency);
+        } else {
+          ++errors[absl::StatusCodeToString(r.status.code())];
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double elapsed = Seconds(Clock::now() - start);
+  int error_count = 0;
+  for (const auto& [code, n] : errors) error_count += n;
+  return nlohmann::json{{"clients", clients},
+                        {"seconds", elapsed},
+                        {"requests", latencies.size()},
+                        {"errors", error_count},
+                        {"errors_by_code", errors},
+                        {"requests_per_second", static_cast<double>(latencies.size()) / elapsed},
+                        {"engine_alone_requests_per_second", engine_rate},
+                        {"latency_ms_p50", Percentile(latencies, 0.5) * 1e3},
+                        {"latency_ms_p99", Percentile(latencies, 0.99) * 1e3}};
+}
+
+absl::StatusOr<nlohmann::json> BenchIdleStreams(Setup& s, const std::string& address,
+                                                int streams, double hold, int daemon_pid) {
+  const ProcessSample before = SampleProcess(daemon_pid);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  std::unique_ptr<v1::ModelHost::Stub> stub = v1::ModelHost::NewStub(channel);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts(streams);
+  for (auto& c : contexts) c = std::make_unique<grpc::ClientContext>();
+
+  std::atomic<int> opened{0}, failed_to_open{0}, cancelled{0};
+  std::mutex mu;
+  std::map<std::string, int> errors;
+  std::vector<std::thread> threads;
+  threads.reserve(streams);
+  const Clock::time_point open_start = Clock::now();
+  for (int i = 0; i < streams; ++i) {
+    threads.emplace_back([&, i] {
+      v1::WatchNodeStatusRequest request;
+      request.set_interval_seconds(3600);  // one status now, then nothing while held
+      std::unique_ptr<grpc::ClientReader<v1::NodeStatus>> reader =
+          stub->WatchNodeStatus(contexts[i].get(), request);
+      v1::NodeStatus status;
+      if (reader->Read(&status)) {
+        ++opened;
+      } else {
+        ++failed_to_open;
+      }
+      while (reader->Read(&status)) {
+      }
+      const grpc::Status end = reader->Finish();
+      std::lock_guard<std::mutex> lock(mu);
+      if (end.error_code() == grpc::StatusCode::CANCELLED) {
+        ++cancelled;
+      } else {
+        ++errors[absl::StrCat(end.error_code(), ": ", end.error_message())];
+      }
+    });
+  }
+  // Every stream has its first status (or has failed) before the hold starts.
+  while (opened.load() + failed_to_open.load() < streams &&
+         Seconds(Clock::now() - open_start) < 120) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double open_seconds = Seconds(Clock::now() - open_start);
+
+  // The streams alone, for a quarter of the hold: what holding them costs the daemon.
+  const ProcessSample quiet_start = SampleProcess(daemon_pid);
+  const Clock::time_point quiet_begin = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(hold / 4));
+  const ProcessSample quiet_end = SampleProcess(daemon_pid);
+  const double quiet_seconds = Seconds(Clock::now() - quiet_begin);
+
+  const ProcessSample held_start = SampleProcess(daemon_pid);
+
+  // Requests served while the streams are held.
+  std::vector<double> ttft;
+  int generate_errors = 0;
+  const Clock::time_point hold_start = Clock::now();
+  while (Seconds(Clock::now() - hold_start) < hold) {
+    Streamed r = StreamGenerate(*s.client, "bench-a", s.prompt, 1);
+    if (r.status.ok()) {
+      ttft.push_back(r.first_token_seconds);
+    } else {
+      ++generate_errors;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const ProcessSample held_end = SampleProcess(daemon_pid);
+  const double held_seconds = Seconds(Clock::now() - hold_start);
+
+  for (auto& c : contexts) c->TryCancel();
+  for (std::thread& t : threads) t.join();
+  int error_count = 0;
+  for (const auto& [what, n] : errors) error_count += n;
+
+  nlohmann::json out = {{"streams", streams},
+                        {"opened", opened.load()},
+                        {"ended_by_cancellation", cancelled.load()},
+                        {"errors", error_count},
+                        {"errors_by_status", errors},
+                        {"open_seconds", open_seconds},
+                        {"hold_seconds", held_seconds},
+                        {"requests_during_hold", ttft.size()},
+                        {"request_errors_during_hold", generate_errors},
+                        {"ttft_ms_during_hold", Median(ttft) * 1e3}};
+  if (daemon_pid > 0) {
+    out["daemon_before"] = ToJson(before);
+    out["daemon_held"] = ToJson(held_end);
+    // CPU the daemon spent holding the streams alone, then while also serving the requests.
+    out["daemon_cpu_percent_streams_only"] =
+        100 * (quiet_end.cpu_seconds - quiet_start.cpu_seconds) / quiet_seconds;
+    out["daemon_cpu_percent_with_requests"] =
+        100 * (held_end.cpu_seconds - held_start.cpu_seconds) / held_seconds;
+    out["daemon_bytes_per_stream"] =
+        static_cast<double>(held_end.rss_bytes - before.rss_bytes) / streams;
+  }
+  return out;
+}
+
+absl::Status LoadBenchModels(client::Df11Client& client, const std::string& dir) {
+  for (const char* name : {"bench-a", "bench-b"}) {
+    v1::LoadModelRequest request;
+    request.set_source(dir);
+    request.set_name(name);
+    DF11_ASSIGN_OR_RETURN(v1::LoadModelProgress last, client.LoadModel(request, nullptr));
+    if (last.model().state() != v1::MODEL_STATE_READY) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("loading ", name, " from ", dir, ": ", last.model().failure_reason()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void UnloadBenchModels(client::Df11Client& client) {
+  for (const char* name : {"bench-a", "bench-b"}) {
+    v1::UnloadModelRequest request;
+    request.set_name(name);
+    (void)client.UnloadModel(request);
+  }
+}
+
+void PrintText(const nlohmann::json& out) {
+  const auto& sw = out["swap"];
+  std::printf("swap      TTFT same model %.2f ms, alternating %.2f ms: ratio %.3f (server %.3f)\n",
+              sw["same_model_ttft_ms"].get<double>(), sw["alternating_ttft_ms"].get<double>(),
+              sw["ratio"].get<double>(), sw["server_ratio"].get<double>());
+  const auto& ov = out["overhead"];
+  std::printf("overhead  %.3f ms/token through gRPC, %.3f engine alone: %+.1f us/token (%.3fx)\n",
+              ov["grpc_ms_per_token"].get<double>(), ov["engine_ms_per_token"].get<double>(),
+              ov["overhead_us_per_token"].get<double>(), ov["per_token_ratio"].get<double>());
+  const auto& rps = out["rps"];
+  std::printf("rps       %.1f requests/s from %d clients (engine alone %.1f), p50 %.2f ms, p99 "
+              "%.2f ms, %d errors\n",
+              rps["requests_per_second"].get<double>(), rps["clients"].get<int>(),
+              rps["engine_alone_requests_per_second"].get<double>(),
+              rps["latency_ms_p50"].get<double>(), rps["latency_ms_p99"].get<double>(),
+              rps["errors"].get<int>());
+  const auto& idle = out["idle"];
+  std::printf("idle      %d/%d streams opened in %.2f s, held %.1f s: %d errors, %d requests "
+              "served meanwhile (TTFT %.2f ms, %d failed)\n",
+              idle["opened"].get<int>(), idle["streams"].get<int>(),
+              idle["open_seconds"].get<double>(), idle["hold_seconds"].get<double>(),
+              idle["errors"].get<int>(), idle["requests_during_hold"].get<int>(),
+              idle["ttft_ms_during_hold"].get<double>(),
+              idle["request_errors_during_hold"].get<int>());
+  if (idle.contains("daemon_held")) {
+    std::printf("          daemon: %lld threads, %s RSS (%.0f bytes per stream), CPU %.1f%% "
+                "with the streams alone, %.1f%% while serving\n",
+                static_cast<long long>(idle["daemon_held"]["threads"].get<int64_t>()),
+                HumanBytes(idle["daemon_held"]["rss_bytes"].get<int64_t>()).c_str(),
+                idle["daemon_bytes_per_stream"].get<double>(),
+                idle["daemon_cpu_percent_streams_only"].get<double>(),
+                idle["daemon_cpu_percent_with_requests"].get<double>());
+  }
+}
+
+}  // namespace
+
+int RunDaemonBench(const std::vector<std::string>& argv) {
+  constexpr char kName[] = "daemon-bench";
+  absl::StatusOr<Args> args = Args::Parse(
+      argv,
+      {"addr", "model", "prompt-tokens", "tokens", "swap-requests", "rounds", "clients", "seconds",
+       "idle-streams", "hold", "threads", "daemon-pid"},
+      {"json", "help"});
+  if (!args.ok()) return UsageError(kName, std::string(args.status().message()));
+  if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
+  if (!args->positional().empty()) return UsageError(kName, "unexpected argument");
+  if (!args->Has("model")) return UsageError(kName, "--model DIR is required");
+  absl::StatusOr<int64_t> prompt_tokens = args->GetInt("prompt-tokens", 32, 1, 1 << 16);
+  absl::StatusOr<int64_t> tokens = args->GetInt("tokens", 64, 2, 1 << 16);
+  absl::StatusOr<int64_t> swap_requests = args->GetInt("swap-requests", 20, 2, 100000);
+  absl::StatusOr<int64_t> rounds = args->GetInt("rounds", 3, 1, 1000);
+  absl::StatusOr<int64_t> clients = args->GetInt("clients", 8, 1, 4096);
+  absl::StatusOr<double> seconds = args->GetSeconds("seconds", 5);
+  absl::StatusOr<int64_t> idle_streams = args->GetInt("idle-streams", 1000, 0, 100000);
+  absl::StatusOr<double> hold = args->GetSeconds("hold", 10);
+  absl::StatusOr<int64_t> threads =
+      args->GetInt("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024);
+  absl::StatusOr<int64_t> daemon_pid = args->GetInt("daemon-pid", 0, 0, INT32_MAX);
+  for (const absl::Status& s :
+       {prompt_tokens.status(), tokens.status(), swap_requests.status(), rounds.status(),
+        clients.status(), seconds.status(), idle_streams.status(), hold.status(),
+        threads.status(), daemon_pid.status()}) {
+    if (!s.ok()) return UsageError(kName, std::string(s.message()));
+  }
+  const char* env_addr = std::getenv("DF11_ADDR");
+  const std::string address =
+      args->Get("addr").value_or(env_addr != nullptr ? env_addr : "127.0.0.1:7411");
+  const std::string dir = *args->Get("model");
+  const bool json = args->Has("json");
+  auto progress = [json](const char* what) {
+    if (!json) std::fprintf(stderr, "%s\n", what);
+  };
+
+  absl::StatusOr<std::unique_ptr<client::Df11Client>> client = client::Df11Client::Connect(address);
+  if (!client.ok()) return Fail(kName, client.status());
+  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Load(dir);
+  if (!model.ok()) return Fail(kName, model.status());
+  absl::StatusOr<runtime::Tokenizer> tokenizer =
+      runtime::Tokenizer::FromFile(dir + "/tokenizer.json");
+  if (!tokenizer.ok()) return Fail(kName, tokenizer.status());
+  Setup setup{.client = client->get(),
+              .model = std::move(*model),
+              .tokenizer = std::move(*tokenizer),
+              .backend = std::make_unique<runtime::CpuBackend>(
+                  runtime::CpuBackend::Options{.threads = static_cast<int>(*threads)}),
+              .prompt = {}};
+  std::mt19937 rng(1);
+  setup.prompt.resize(*prompt_tokens);
+  for (int32_t& t : setup.prompt) {
+    t = static_cast<int32_t>(rng() % setup.model->config().vocab_size);
+  }
+
+  progress("loading the model twice into the daemon (bench-a, bench-b)");
+  // An absolute path: the daemon resolves relative ones against its own working directory.
+  const std::string source = std::filesystem::absolute(dir).string();
+  if (absl::Status s = LoadBenchModels(**client, source); !s.ok()) {
+    UnloadBenchModels(**client);
+    return Fail(kName, s);
+  }
+  nlohmann::json out = {{"address", address},
+                        {"model",
+                         {{"dir", dir},
+                          {"df11", setup.model->is_df11()},
+                          {"layers", setup.model->config().num_layers},
+                          {"hidden_size", setup.model->config().hidden_size},
+                          {"resident_bytes", setup.model->resident_bytes()}}},
+                        {"prompt_tokens", *prompt_tokens},
+                        {"engine_threads", *threads}};
+  absl::Status status = [&]() -> absl::Status {
+    progress("swap: sequential 1-token requests, one model vs alternating");
+    DF11_ASSIGN_OR_RETURN(out["swap"], BenchSwap(setup, static_cast<int>(*swap_requests),
+                                                 static_cast<int>(*rounds)));
+    progress("overhead: streamed generation vs the engine alone");
+    DF11_ASSIGN_OR_RETURN(out["overhead"], BenchOverhead(setup, static_cast<int>(*tokens),
+                                                         static_cast<int>(*rounds)));
+    progress("rps: concurrent 1-token requests");
+    DF11_ASSIGN_OR_RETURN(out["rps"],
+                          BenchRequestsPerSecond(setup, static_cast<int>(*clients), *seconds));
+    progress("idle: held streams");
+    DF11_ASSIGN_OR_RETURN(out["idle"],
+                          BenchIdleStreams(setup, address, static_cast<int>(*idle_streams), *hold,
+                                           static_cast<int>(*daemon_pid)));
+    return absl::OkStatus();
+  }();
+  UnloadBenchModels(**client);
+  if (!status.ok()) return Fail(kName, status);
+  if (json) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    PrintText(out);
+  }
+  return kExitOk;
+}
+
+}  // namespace df11::tool
