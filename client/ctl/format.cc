@@ -249,7 +249,7 @@ std::string FormatNodeStatus(const v1::NodeStatus& status) {
   return out;
 }
 
-std::string FormatTopFrame(const v1::NodeStatus& status) {
+std::string FormatTopFrame(const v1::NodeStatus& status, const v1::NodeStatus* previous) {
   std::string out = Summary(status);
   Table devices({{"DEVICE"},
                  {"USED", true},
@@ -274,14 +274,32 @@ std::string FormatTopFrame(const v1::NodeStatus& status) {
                 {"KV CACHE", true},
                 {"RUNNING", true},
                 {"QUEUED", true},
+                {"REQ/S", true},
+                {"TOK/S", true},
                 {"REQUESTS", true},
                 {"TOKENS", true}});
+  const double seconds =
+      previous == nullptr ? 0 : (status.time_unix_ms() - previous->time_unix_ms()) / 1e3;
   for (const v1::ModelInfo& m : status.models()) {
     const v1::DeviceBytes sum = SumBytes(m);
+    std::string requests_per_second = "-", tokens_per_second = "-";
+    if (seconds > 0) {
+      for (const v1::ModelInfo& before : previous->models()) {
+        // Counters restart when a model is unloaded and loaded again.
+        if (before.name() != m.name() || before.requests_served() > m.requests_served() ||
+            before.tokens_generated() > m.tokens_generated()) {
+          continue;
+        }
+        requests_per_second = absl::StrFormat(
+            "%.1f", static_cast<double>(m.requests_served() - before.requests_served()) / seconds);
+        tokens_per_second = absl::StrFormat(
+            "%.1f", static_cast<double>(m.tokens_generated() - before.tokens_generated()) / seconds);
+      }
+    }
     models.AddRow({m.name(), StateName(m.state()), Devices(m), HumanBytes(sum.total()),
                    HumanBytes(sum.kv_cache_in_use()), absl::StrCat(m.running_requests()),
-                   absl::StrCat(m.queued_requests()), absl::StrCat(m.requests_served()),
-                   absl::StrCat(m.tokens_generated())});
+                   absl::StrCat(m.queued_requests()), requests_per_second, tokens_per_second,
+                   absl::StrCat(m.requests_served()), absl::StrCat(m.tokens_generated())});
   }
   absl::StrAppend(&out, "\n", models.Render());
   return out;

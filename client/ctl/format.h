@@ -58,8 +58,10 @@ std::string FormatModelInfo(const v1::ModelInfo& model);
 std::string FormatEstimate(const std::string& source, const v1::EstimateModelResponse& estimate);
 // `status`: a summary line, the devices' memory by kind, then the models.
 std::string FormatNodeStatus(const v1::NodeStatus& status);
-// `top`: one frame: memory and load per device and per model.
-std::string FormatTopFrame(const v1::NodeStatus& status);
+// `top`: one frame: memory and load per device and per model. With the frame before it
+// (`previous`, may be null), each model's requests and tokens per second between the two, by the
+// daemon's clock; "-" without one, or for a model that was not in it.
+std::string FormatTopFrame(const v1::NodeStatus& status, const v1::NodeStatus* previous);
 
 // The message as one line of JSON with the proto field names, every field present.
 // kInternal if protobuf cannot print it.

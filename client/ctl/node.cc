@@ -37,15 +37,18 @@ int RunTop(Context& c) {
   request.set_interval_seconds(*interval);
   int frames = 0;
   int exit_code = kExitOk;
+  v1::NodeStatus previous;
   const absl::Status status = c.client.WatchNodeStatus(request, [&](const v1::NodeStatus& s) {
+    const std::string frame = FormatTopFrame(s, frames > 0 ? &previous : nullptr);
     if (c.json) {
       exit_code = PrintJson(c, s);
       if (exit_code != kExitOk) return false;
     } else if (c.console.out_terminal) {
-      c.console.out << kClearScreen << FormatTopFrame(s) << std::flush;
+      c.console.out << kClearScreen << frame << std::flush;
     } else {
-      c.console.out << (frames > 0 ? "\n" : "") << FormatTopFrame(s) << std::flush;
+      c.console.out << (frames > 0 ? "\n" : "") << frame << std::flush;
     }
+    previous = s;
     ++frames;
     return !once;
   });

@@ -87,6 +87,7 @@ NodeStatus Node::Status() const {
   status.models = registry_->List();
   status.queued_requests = scheduler_->queued();
   status.running_requests = scheduler_->running();
+  status.time_unix_ms = absl::ToUnixMillis(absl::Now());
   return status;
 }
 

@@ -30,6 +30,7 @@ struct NodeStatus {
   std::vector<registry::ModelInfo> models;
   int64_t queued_requests = 0;
   int64_t running_requests = 0;
+  int64_t time_unix_ms = 0;  // when it was taken
 };
 
 struct UnloadOutcome {

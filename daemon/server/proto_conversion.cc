@@ -55,6 +55,7 @@ df11::v1::NodeStatus ToProto(const NodeStatus& status) {
   out.set_queued_requests(static_cast<int32_t>(status.queued_requests));
   out.set_running_requests(static_cast<int32_t>(status.running_requests));
   out.set_version(DF11_VERSION);
+  out.set_time_unix_ms(status.time_unix_ms);
   return out;
 }
 

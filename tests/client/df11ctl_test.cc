@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "client/ctl/ctl.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -490,7 +491,7 @@ TEST_F(Df11ctlTest, StatusShowsDevicesAndModels) {
   EXPECT_THAT(json.out, StartsWith(R"({"devices":[{"device":"cpu","total":"17179869184",)"
                                    R"("budget":"8589934592","weights":"4294967296",)"));
   EXPECT_THAT(json.out, HasSubstr(R"("queued_requests":2,"running_requests":1,)"
-                                  R"("version":"0.1.0"})"
+                                  R"("version":"0.1.0","time_unix_ms":"0"})"
                                   "\n"));
 }
 
@@ -506,8 +507,8 @@ constexpr char kTopFrame[] =
     "DEVICE     USED   BUDGET  USE  WEIGHTS   KV CACHE     FREE  PLACEABLE\n"
     "cpu     6.0 GiB  8.0 GiB  75%  4.0 GiB  512.0 MiB  2.0 GiB    3.0 GiB\n"
     "\n"
-    "MODEL  STATE  DEVICE   MEMORY   KV CACHE  RUNNING  QUEUED  REQUESTS  TOKENS\n"
-    "demo   ready  cpu     5.5 MiB  512.0 KiB        1       2        12    3456\n";
+    "MODEL  STATE  DEVICE   MEMORY   KV CACHE  RUNNING  QUEUED  REQ/S  TOK/S  REQUESTS  TOKENS\n"
+    "demo   ready  cpu     5.5 MiB  512.0 KiB        1       2      -      -        12    3456\n";
 
 TEST_F(Df11ctlTest, TopOncePrintsOneFrame) {
   host().Set([](FakeModelHost::Replies& r) { r.node = {Node(), Node(), Node()}; });
@@ -530,6 +531,28 @@ TEST_F(Df11ctlTest, TopPrintsEveryUpdateUntilTheWatchEnds) {
   ASSERT_NE(first_line, std::string::npos);
   EXPECT_EQ(json.out, json.out.substr(0, first_line + 1) + json.out.substr(0, first_line + 1));
   EXPECT_THAT(json.out, StartsWith(R"({"devices":[{"device":"cpu",)"));
+}
+
+TEST_F(Df11ctlTest, TopShowsRatesBetweenFramesByTheDaemonsClock) {
+  v1::NodeStatus first = Node(), second = Node(), third = Node();
+  first.set_time_unix_ms(1'000'000);
+  second.set_time_unix_ms(1'002'000);  // 2 s later: 6 more requests, 600 more tokens
+  second.mutable_models(0)->set_requests_served(18);
+  second.mutable_models(0)->set_tokens_generated(4056);
+  third.set_time_unix_ms(1'003'000);   // unloaded and loaded again: the counters restarted
+  third.mutable_models(0)->set_requests_served(1);
+  host().Set([&](FakeModelHost::Replies& r) { r.node = {first, second, third}; });
+  const Output o = Run({"top"});
+  EXPECT_EQ(o.code, kExitOk);
+  const std::vector<std::string> frames =
+      absl::StrSplit(o.out, "df11d 0.1.0: ", absl::SkipEmpty());
+  ASSERT_EQ(frames.size(), 3u) << o.out;
+  EXPECT_THAT(frames[0], HasSubstr("demo   ready  cpu     5.5 MiB  512.0 KiB        1       2"
+                                   "      -      -        12    3456"));
+  EXPECT_THAT(frames[1], HasSubstr("demo   ready  cpu     5.5 MiB  512.0 KiB        1       2"
+                                   "    3.0  300.0        18    4056"));
+  EXPECT_THAT(frames[2], HasSubstr("demo   ready  cpu     5.5 MiB  512.0 KiB        1       2"
+                                   "      -      -         1    3456"));
 }
 
 TEST_F(Df11ctlTest, TopOnATerminalRedrawsInPlace) {

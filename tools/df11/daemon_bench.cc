@@ -1,5 +1,7 @@
 // df11 daemon-bench: what serving through df11d costs on top of the engine, measured against a
 // running daemon: model swaps, the gRPC streaming path, request throughput, and many idle streams.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -9,10 +11,10 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +64,7 @@ Run the daemon alone on the machine: the engine-alone runs share its CPUs.
                        measure what the streams alone cost the daemon, then with requests
   --threads N          engine-alone CPU threads; give the daemon's cpu_threads (default: one per CPU)
   --daemon-pid PID     the daemon's process, to report its threads, RSS and CPU time (same host)
+  --only LIST          the scenarios to run, comma-separated (default swap,overhead,rps,idle)
   --json               one JSON object instead of text
 )";
 
@@ -172,7 +175,8 @@ absl::StatusOr<nlohmann::json> BenchSwap(Setup& s, int requests, int rounds) {
   }
   std::vector<double> same, alternate, same_server, alternate_server;
   for (int round = 0; round < rounds; ++round) {
-    for (bool alternating : {false, true}) {
+    // ABBA order, so a drift in the machine's speed hits both phases alike.
+    for (bool alternating : {round % 2 == 1, round % 2 == 0}) {
       for (int i = 0; i < requests; ++i) {
         const std::string model = alternating && i % 2 == 1 ? "bench-b" : "bench-a";
         Streamed r = StreamGenerate(*s.client, model, s.prompt, 1);
@@ -183,15 +187,14 @@ absl::StatusOr<nlohmann::json> BenchSwap(Setup& s, int requests, int rounds) {
       }
     }
   }
-  return nlohmann::json{
-      {"requests_per_phase", requests},
-      {"rounds", rounds},
-      {"same_model_ttft_ms", Median(same) * 1e3},
-      {"alternating_ttft_ms", Median(alternate) * 1e3},
-      {"ratio", Median(alternate) / Median(same)},
-      {"same_model_server_ttft_ms", Median(same_server) * 1e3},
-      {"alternating_server_ttft_ms", Median(alternate_server) * 1e3},
-      {"server_ratio", Median(alternate_server) / Median(same_server)}};
+  return nlohmann::json{{"requests_per_phase", requests},
+                        {"rounds", rounds},
+                        {"same_model_ttft_ms", Median(same) * 1e3},
+                        {"alternating_ttft_ms", Median(alternate) * 1e3},
+                        {"ratio", Median(alternate) / Median(same)},
+                        {"same_model_server_ttft_ms", Median(same_server) * 1e3},
+                        {"alternating_server_ttft_ms", Median(alternate_server) * 1e3},
+                        {"server_ratio", Median(alternate_server) / Median(same_server)}};
 }
 
 absl::StatusOr<nlohmann::json> BenchOverhead(Setup& s, int tokens, int rounds) {
@@ -230,8 +233,8 @@ absl::StatusOr<nlohmann::json> BenchRequestsPerSecond(Setup& s, int clients, dou
   std::vector<double> latencies;
   std::map<std::string, int> errors;
   const Clock::time_point start = Clock::now();
-  const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(seconds));
+  const Clock::time_point end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&] {
@@ -263,8 +266,8 @@ absl::StatusOr<nlohmann::json> BenchRequestsPerSecond(Setup& s, int clients, dou
                         {"latency_ms_p99", Percentile(latencies, 0.99) * 1e3}};
 }
 
-absl::StatusOr<nlohmann::json> BenchIdleStreams(Setup& s, const std::string& address,
-                                                int streams, double hold, int daemon_pid) {
+absl::StatusOr<nlohmann::json> BenchIdleStreams(Setup& s, const std::string& address, int streams,
+                                                double hold, int daemon_pid) {
   const ProcessSample before = SampleProcess(daemon_pid);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
@@ -385,37 +388,47 @@ void UnloadBenchModels(client::Df11Client& client) {
 }
 
 void PrintText(const nlohmann::json& out) {
-  const auto& sw = out["swap"];
-  std::printf("swap      TTFT same model %.2f ms, alternating %.2f ms: ratio %.3f (server %.3f)\n",
-              sw["same_model_ttft_ms"].get<double>(), sw["alternating_ttft_ms"].get<double>(),
-              sw["ratio"].get<double>(), sw["server_ratio"].get<double>());
-  const auto& ov = out["overhead"];
-  std::printf("overhead  %.3f ms/token through gRPC, %.3f engine alone: %+.1f us/token (%.3fx)\n",
-              ov["grpc_ms_per_token"].get<double>(), ov["engine_ms_per_token"].get<double>(),
-              ov["overhead_us_per_token"].get<double>(), ov["per_token_ratio"].get<double>());
-  const auto& rps = out["rps"];
-  std::printf("rps       %.1f requests/s from %d clients (engine alone %.1f), p50 %.2f ms, p99 "
-              "%.2f ms, %d errors\n",
-              rps["requests_per_second"].get<double>(), rps["clients"].get<int>(),
-              rps["engine_alone_requests_per_second"].get<double>(),
-              rps["latency_ms_p50"].get<double>(), rps["latency_ms_p99"].get<double>(),
-              rps["errors"].get<int>());
-  const auto& idle = out["idle"];
-  std::printf("idle      %d/%d streams opened in %.2f s, held %.1f s: %d errors, %d requests "
-              "served meanwhile (TTFT %.2f ms, %d failed)\n",
-              idle["opened"].get<int>(), idle["streams"].get<int>(),
-              idle["open_seconds"].get<double>(), idle["hold_seconds"].get<double>(),
-              idle["errors"].get<int>(), idle["requests_during_hold"].get<int>(),
-              idle["ttft_ms_during_hold"].get<double>(),
-              idle["request_errors_during_hold"].get<int>());
-  if (idle.contains("daemon_held")) {
-    std::printf("          daemon: %lld threads, %s RSS (%.0f bytes per stream), CPU %.1f%% "
-                "with the streams alone, %.1f%% while serving\n",
-                static_cast<long long>(idle["daemon_held"]["threads"].get<int64_t>()),
-                HumanBytes(idle["daemon_held"]["rss_bytes"].get<int64_t>()).c_str(),
-                idle["daemon_bytes_per_stream"].get<double>(),
-                idle["daemon_cpu_percent_streams_only"].get<double>(),
-                idle["daemon_cpu_percent_with_requests"].get<double>());
+  if (out.contains("swap")) {
+    const auto& sw = out["swap"];
+    std::printf(
+        "swap      TTFT same model %.2f ms, alternating %.2f ms: ratio %.3f (server %.3f)\n",
+        sw["same_model_ttft_ms"].get<double>(), sw["alternating_ttft_ms"].get<double>(),
+        sw["ratio"].get<double>(), sw["server_ratio"].get<double>());
+  }
+  if (out.contains("overhead")) {
+    const auto& ov = out["overhead"];
+    std::printf("overhead  %.3f ms/token through gRPC, %.3f engine alone: %+.1f us/token (%.3fx)\n",
+                ov["grpc_ms_per_token"].get<double>(), ov["engine_ms_per_token"].get<double>(),
+                ov["overhead_us_per_token"].get<double>(), ov["per_token_ratio"].get<double>());
+  }
+  if (out.contains("rps")) {
+    const auto& rps = out["rps"];
+    std::printf(
+        "rps       %.1f requests/s from %d clients (engine alone %.1f), p50 %.2f ms, p99 "
+        "%.2f ms, %d errors\n",
+        rps["requests_per_second"].get<double>(), rps["clients"].get<int>(),
+        rps["engine_alone_requests_per_second"].get<double>(), rps["latency_ms_p50"].get<double>(),
+        rps["latency_ms_p99"].get<double>(), rps["errors"].get<int>());
+  }
+  if (out.contains("idle")) {
+    const auto& idle = out["idle"];
+    std::printf(
+        "idle      %d/%d streams opened in %.2f s, held %.1f s: %d errors, %d requests "
+        "served meanwhile (TTFT %.2f ms, %d failed)\n",
+        idle["opened"].get<int>(), idle["streams"].get<int>(), idle["open_seconds"].get<double>(),
+        idle["hold_seconds"].get<double>(), idle["errors"].get<int>(),
+        idle["requests_during_hold"].get<int>(), idle["ttft_ms_during_hold"].get<double>(),
+        idle["request_errors_during_hold"].get<int>());
+    if (idle.contains("daemon_held")) {
+      std::printf(
+          "          daemon: %lld threads, %s RSS (%.0f bytes per stream), CPU %.1f%% "
+          "with the streams alone, %.1f%% while serving\n",
+          static_cast<long long>(idle["daemon_held"]["threads"].get<int64_t>()),
+          HumanBytes(idle["daemon_held"]["rss_bytes"].get<int64_t>()).c_str(),
+          idle["daemon_bytes_per_stream"].get<double>(),
+          idle["daemon_cpu_percent_streams_only"].get<double>(),
+          idle["daemon_cpu_percent_with_requests"].get<double>());
+    }
   }
 }
 
@@ -423,11 +436,11 @@ void PrintText(const nlohmann::json& out) {
 
 int RunDaemonBench(const std::vector<std::string>& argv) {
   constexpr char kName[] = "daemon-bench";
-  absl::StatusOr<Args> args = Args::Parse(
-      argv,
-      {"addr", "model", "prompt-tokens", "tokens", "swap-requests", "rounds", "clients", "seconds",
-       "idle-streams", "hold", "threads", "daemon-pid"},
-      {"json", "help"});
+  absl::StatusOr<Args> args =
+      Args::Parse(argv,
+                  {"addr", "model", "prompt-tokens", "tokens", "swap-requests", "rounds", "clients",
+                   "seconds", "idle-streams", "hold", "threads", "daemon-pid", "only"},
+                  {"json", "help"});
   if (!args.ok()) return UsageError(kName, std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (!args->positional().empty()) return UsageError(kName, "unexpected argument");
@@ -445,13 +458,23 @@ int RunDaemonBench(const std::vector<std::string>& argv) {
   absl::StatusOr<int64_t> daemon_pid = args->GetInt("daemon-pid", 0, 0, INT32_MAX);
   for (const absl::Status& s :
        {prompt_tokens.status(), tokens.status(), swap_requests.status(), rounds.status(),
-        clients.status(), seconds.status(), idle_streams.status(), hold.status(),
-        threads.status(), daemon_pid.status()}) {
+        clients.status(), seconds.status(), idle_streams.status(), hold.status(), threads.status(),
+        daemon_pid.status()}) {
     if (!s.ok()) return UsageError(kName, std::string(s.message()));
   }
   const char* env_addr = std::getenv("DF11_ADDR");
   const std::string address =
       args->Get("addr").value_or(env_addr != nullptr ? env_addr : "127.0.0.1:7411");
+  const std::set<std::string> all = {"swap", "overhead", "rps", "idle"};
+  const std::vector<std::string> only_list =
+      absl::StrSplit(args->Get("only").value_or("swap,overhead,rps,idle"), ',');
+  const std::set<std::string> only(only_list.begin(), only_list.end());
+  for (const std::string& scenario : only) {
+    if (!all.contains(scenario)) {
+      return UsageError(kName, absl::StrCat("--only: unknown scenario '", scenario,
+                                            "' (swap, overhead, rps, idle)"));
+    }
+  }
   const std::string dir = *args->Get("model");
   const bool json = args->Has("json");
   auto progress = [json](const char* what) {
@@ -494,19 +517,27 @@ int RunDaemonBench(const std::vector<std::string>& argv) {
                         {"prompt_tokens", *prompt_tokens},
                         {"engine_threads", *threads}};
   absl::Status status = [&]() -> absl::Status {
-    progress("swap: sequential 1-token requests, one model vs alternating");
-    DF11_ASSIGN_OR_RETURN(out["swap"], BenchSwap(setup, static_cast<int>(*swap_requests),
-                                                 static_cast<int>(*rounds)));
-    progress("overhead: streamed generation vs the engine alone");
-    DF11_ASSIGN_OR_RETURN(out["overhead"], BenchOverhead(setup, static_cast<int>(*tokens),
-                                                         static_cast<int>(*rounds)));
-    progress("rps: concurrent 1-token requests");
-    DF11_ASSIGN_OR_RETURN(out["rps"],
-                          BenchRequestsPerSecond(setup, static_cast<int>(*clients), *seconds));
-    progress("idle: held streams");
-    DF11_ASSIGN_OR_RETURN(out["idle"],
-                          BenchIdleStreams(setup, address, static_cast<int>(*idle_streams), *hold,
-                                           static_cast<int>(*daemon_pid)));
+    if (only.contains("swap")) {
+      progress("swap: sequential 1-token requests, one model vs alternating");
+      DF11_ASSIGN_OR_RETURN(out["swap"], BenchSwap(setup, static_cast<int>(*swap_requests),
+                                                   static_cast<int>(*rounds)));
+    }
+    if (only.contains("overhead")) {
+      progress("overhead: streamed generation vs the engine alone");
+      DF11_ASSIGN_OR_RETURN(out["overhead"], BenchOverhead(setup, static_cast<int>(*tokens),
+                                                           static_cast<int>(*rounds)));
+    }
+    if (only.contains("rps")) {
+      progress("rps: concurrent 1-token requests");
+      DF11_ASSIGN_OR_RETURN(out["rps"],
+                            BenchRequestsPerSecond(setup, static_cast<int>(*clients), *seconds));
+    }
+    if (only.contains("idle")) {
+      progress("idle: held streams");
+      DF11_ASSIGN_OR_RETURN(out["idle"],
+                            BenchIdleStreams(setup, address, static_cast<int>(*idle_streams), *hold,
+                                             static_cast<int>(*daemon_pid)));
+    }
     return absl::OkStatus();
   }();
   UnloadBenchModels(**client);
