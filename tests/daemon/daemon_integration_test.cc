@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -464,6 +465,36 @@ TEST_F(DaemonTest, ClientCancellationStopsTheWork) {
   EXPECT_EQ(status.devices(0).kv_cache(), 0u);
 }
 
+TEST_F(DaemonTest, AHotModelDoesNotStarveAnother) {
+  // Eight long generations keep qwen2 busy; a short request for llama must get turns between
+  // their steps and end long before them.
+  constexpr int kHot = 8, kHotTokens = 400;
+  std::array<std::atomic<int>, kHot> tokens{};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hot;
+  for (int i = 0; i < kHot; ++i) {
+    hot.emplace_back([&, i] {
+      v1::GenerateRequest r = TextRequest("qwen2", "import os", i, kHotTokens);
+      r.set_ignore_eos(true);
+      Generate(*client_, r, [&](const v1::GenerateResponse& m) {
+        tokens[i] += m.token_ids_size();
+        return !stop.load();
+      });
+    });
+  }
+  for (int i = 0; i < 1000 && client_->GetNodeStatus()->running_requests() < kHot; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const Generated cold = Generate(*client_, TextRequest("llama", "def f(", 2, 4));
+  std::vector<int> hot_tokens_then;
+  for (const std::atomic<int>& t : tokens) hot_tokens_then.push_back(t.load());
+  stop = true;
+  for (std::thread& t : hot) t.join();
+  ASSERT_TRUE(cold.status.ok()) << cold.status;
+  EXPECT_EQ(cold.token_ids.size(), 4u);
+  for (int n : hot_tokens_then) EXPECT_LT(n, kHotTokens);
+}
+
 TEST_F(DaemonTest, LoadsAHubIdFromTheSharedCacheWithoutNetwork) {
   v1::LoadModelRequest load;
   load.set_source(kHubRepo);
@@ -537,7 +568,7 @@ TEST_F(DaemonTest, CancellingALoadFreesWhatItPlaced) {
 TEST_F(DaemonTest, DaemonBenchRunsEveryScenarioWithoutErrors) {
   const std::string out = MustRun(absl::StrCat(
       Tool(), " daemon-bench --addr ", daemon_->address(), " --model ", kDemo,
-      " --prompt-tokens 8 --tokens 4 --swap-requests 2 --rounds 1 --clients 2 --seconds 0.3",
+      " --prompt-tokens 8 --tokens 4 --swap-requests 4 --rounds 1 --clients 2 --seconds 0.3",
       " --idle-streams 40 --hold 0.4 --threads 2 --daemon-pid ", daemon_->pid(), " --json"));
   const nlohmann::json bench = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_GT(bench["swap"]["ratio"].get<double>(), 0);

@@ -41,8 +41,9 @@ Measures what serving through a running df11d costs on top of the engine. The da
 twice, as bench-a and bench-b (each copy resident on its own), and unloads both at the end; this
 process also loads DIR to run the CPU engine alone. Scenarios, in this order:
   swap      time to first token of sequential 1-token requests that alternate bench-a, bench-b,
-            against the same requests all sent to bench-a, in --rounds alternated phases of
-            --swap-requests each (the ratio alternate/same is the result; target <= 1.05)
+            against the same requests all sent to bench-a: --swap-requests of each, in short
+            blocks of one kind and the other (the ratio alternate/same is the result; target
+            <= 1.05)
   overhead  per-token time of a --tokens greedy generation streamed through gRPC against the
             engine alone (same model, prompt and thread count), --rounds runs each
   rps       1-token requests/s from --clients concurrent clients for --seconds, against the
@@ -55,8 +56,8 @@ Run the daemon alone on the machine: the engine-alone runs share its CPUs.
   --model DIR          a DF11 or BF16 model directory the daemon can read
   --prompt-tokens N    prompt length, random token ids (default 32)
   --tokens N           tokens of the overhead generation (default 64)
-  --swap-requests N    requests per swap phase (default 20)
-  --rounds N           swap phases of each kind, and overhead runs (default 3)
+  --swap-requests N    measured requests of each kind in the swap scenario (default 100)
+  --rounds N           runs of the overhead scenario (default 3)
   --clients N          concurrent clients of the rps scenario (default 8)
   --seconds S          duration of the rps scenario (default 5)
   --idle-streams N     streams of the idle scenario (default 1000)
@@ -167,28 +168,33 @@ absl::StatusOr<runtime::GenerationResult> EngineGenerate(Setup& s, int tokens) {
                            [](const runtime::GeneratedToken&) { return true; });
 }
 
-absl::StatusOr<nlohmann::json> BenchSwap(Setup& s, int requests, int rounds) {
+// Requests measured per block of the swap scenario; short blocks in ABBA order, so that a drift in
+// the machine's speed (large on shared machines) hits both phases alike.
+constexpr int kSwapBlock = 5;
+
+absl::StatusOr<nlohmann::json> BenchSwap(Setup& s, int requests) {
   // Warm both models and the connection first.
   for (const char* model : {"bench-a", "bench-b", "bench-a", "bench-b"}) {
     Streamed w = StreamGenerate(*s.client, model, s.prompt, 1);
     DF11_RETURN_IF_ERROR(w.status);
   }
   std::vector<double> same, alternate, same_server, alternate_server;
-  for (int round = 0; round < rounds; ++round) {
-    // ABBA order, so a drift in the machine's speed hits both phases alike.
-    for (bool alternating : {round % 2 == 1, round % 2 == 0}) {
-      for (int i = 0; i < requests; ++i) {
-        const std::string model = alternating && i % 2 == 1 ? "bench-b" : "bench-a";
-        Streamed r = StreamGenerate(*s.client, model, s.prompt, 1);
-        DF11_RETURN_IF_ERROR(r.status);
-        (alternating ? alternate : same).push_back(r.first_token_seconds);
-        (alternating ? alternate_server : same_server)
-            .push_back(r.timings.time_to_first_token_seconds());
-      }
+  const int blocks = (requests + kSwapBlock - 1) / kSwapBlock;
+  for (int block = 0; block < 2 * blocks; ++block) {
+    const bool alternating = block % 4 == 1 || block % 4 == 2;
+    // Request 0 sets the state each measured request expects before it (the model of the one
+    // before it: the same model, or the other one) and is not measured.
+    for (int i = 0; i <= kSwapBlock; ++i) {
+      const std::string model = alternating && i % 2 == 0 ? "bench-b" : "bench-a";
+      Streamed r = StreamGenerate(*s.client, model, s.prompt, 1);
+      DF11_RETURN_IF_ERROR(r.status);
+      if (i == 0) continue;
+      (alternating ? alternate : same).push_back(r.first_token_seconds);
+      (alternating ? alternate_server : same_server)
+          .push_back(r.timings.time_to_first_token_seconds());
     }
   }
-  return nlohmann::json{{"requests_per_phase", requests},
-                        {"rounds", rounds},
+  return nlohmann::json{{"requests_per_phase", same.size()},
                         {"same_model_ttft_ms", Median(same) * 1e3},
                         {"alternating_ttft_ms", Median(alternate) * 1e3},
                         {"ratio", Median(alternate) / Median(same)},
@@ -447,7 +453,7 @@ int RunDaemonBench(const std::vector<std::string>& argv) {
   if (!args->Has("model")) return UsageError(kName, "--model DIR is required");
   absl::StatusOr<int64_t> prompt_tokens = args->GetInt("prompt-tokens", 32, 1, 1 << 16);
   absl::StatusOr<int64_t> tokens = args->GetInt("tokens", 64, 2, 1 << 16);
-  absl::StatusOr<int64_t> swap_requests = args->GetInt("swap-requests", 20, 2, 100000);
+  absl::StatusOr<int64_t> swap_requests = args->GetInt("swap-requests", 100, 1, 100000);
   absl::StatusOr<int64_t> rounds = args->GetInt("rounds", 3, 1, 1000);
   absl::StatusOr<int64_t> clients = args->GetInt("clients", 8, 1, 4096);
   absl::StatusOr<double> seconds = args->GetSeconds("seconds", 5);
@@ -519,8 +525,7 @@ int RunDaemonBench(const std::vector<std::string>& argv) {
   absl::Status status = [&]() -> absl::Status {
     if (only.contains("swap")) {
       progress("swap: sequential 1-token requests, one model vs alternating");
-      DF11_ASSIGN_OR_RETURN(out["swap"], BenchSwap(setup, static_cast<int>(*swap_requests),
-                                                   static_cast<int>(*rounds)));
+      DF11_ASSIGN_OR_RETURN(out["swap"], BenchSwap(setup, static_cast<int>(*swap_requests)));
     }
     if (only.contains("overhead")) {
       progress("overhead: streamed generation vs the engine alone");
