@@ -34,6 +34,21 @@ bool IsCommit(absl::string_view revision) {
   return true;
 }
 
+// A branch, tag or commit as the hub names them, kept inside refs/: letters, digits, '-', '_',
+// '.', and '/' between non-empty parts (refs/pr/1); no part "." or "..".
+bool IsRevision(absl::string_view revision) {
+  if (revision.empty() || revision.size() > 256) return false;
+  for (absl::string_view part : absl::StrSplit(revision, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+    for (char c : part) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 std::string Env(const char* name) {
   const char* value = std::getenv(name);
   return value == nullptr ? "" : value;
@@ -44,20 +59,28 @@ std::string Env(const char* name) {
 absl::StatusOr<ModelSource> ParseModelSource(const std::string& source) {
   if (source.empty()) return absl::InvalidArgumentError("source: empty");
   std::error_code ec;
-  if (fs::is_directory(source, ec)) return ModelSource{.directory = source};
+  if (fs::is_directory(source, ec)) {
+    return ModelSource{.is_hub = false, .directory = source, .repo_id = "", .revision = ""};
+  }
   absl::string_view id = source, revision = "main";
   if (const size_t at = source.find('@'); at != std::string::npos) {
     id = absl::string_view(source).substr(0, at);
     revision = absl::string_view(source).substr(at + 1);
   }
   const std::vector<absl::string_view> parts = absl::StrSplit(id, '/');
-  const bool hub_id = parts.size() == 2 && IsRepoPart(parts[0]) && IsRepoPart(parts[1]) &&
-                      !revision.empty() && revision.find("..") == absl::string_view::npos;
-  if (!hub_id) {
+  if (parts.size() != 2 || !IsRepoPart(parts[0]) || !IsRepoPart(parts[1])) {
     return absl::NotFoundError(absl::StrCat(
         "source: ", source, " is neither a directory nor a hub id org/name[@revision]"));
   }
-  return ModelSource{.is_hub = true, .repo_id = std::string(id), .revision = std::string(revision)};
+  if (!IsRevision(revision)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("source: revision \"", revision, "\" of ", id,
+                     " is not a branch, tag or commit (letters, digits, '-', '_', '.', '/')"));
+  }
+  return ModelSource{.is_hub = true,
+                     .directory = "",
+                     .repo_id = std::string(id),
+                     .revision = std::string(revision)};
 }
 
 std::string HubCacheDir(const std::string& configured) {
@@ -74,10 +97,11 @@ std::string HubCacheDir(const std::string& configured) {
 absl::StatusOr<CachedSnapshot> FindCachedSnapshot(const std::string& cache_dir,
                                                   const ModelSource& source) {
   const fs::path repo =
-      fs::path(cache_dir) / absl::StrCat("models--", absl::StrReplaceAll(source.repo_id, {{"/", "--"}}));
-  const std::string not_cached = absl::StrCat(
-      source.repo_id, "@", source.revision, " is not in the hub cache ", cache_dir,
-      " and downloading from the hub is not available in this build");
+      fs::path(cache_dir) /
+      absl::StrCat("models--", absl::StrReplaceAll(source.repo_id, {{"/", "--"}}));
+  const std::string not_cached =
+      absl::StrCat(source.repo_id, "@", source.revision, " is not in the hub cache ", cache_dir,
+                   " and downloading from the hub is not available in this build");
   std::error_code ec;
   if (!fs::is_directory(repo, ec)) return absl::UnavailableError(not_cached);
   CachedSnapshot snapshot;

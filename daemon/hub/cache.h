@@ -24,8 +24,9 @@ struct ModelSource {
 };
 
 // A path that names an existing directory is local; otherwise `org/name[@revision]` (letters,
-// digits, '-', '_', '.'; no ".." or leading '.') is a hub id. kInvalidArgument for an empty
-// source; kNotFound for anything else (a path that does not exist), naming it.
+// digits, '-', '_', '.'; no leading '.') is a hub id, whose revision (default "main") may also hold
+// '/' between parts, none of them "." or "..". kInvalidArgument for an empty source or a revision
+// outside that; kNotFound for anything else (a path that does not exist), naming it.
 absl::StatusOr<ModelSource> ParseModelSource(const std::string& source);
 
 // The hub cache directory: `configured` if not empty, else $HF_HUB_CACHE, else
