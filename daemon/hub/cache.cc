@@ -1,5 +1,6 @@
 #include "daemon/hub/cache.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,15 +16,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The characters of repo id parts and revision parts.
+bool IsNameChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+}
+
 // A part of a repo id: letters, digits, '-', '_', '.', not starting with '.'.
 bool IsRepoPart(absl::string_view part) {
-  if (part.empty() || part.front() == '.' || part.size() > 96) return false;
-  for (char c : part) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return false;
-    }
-  }
-  return true;
+  return !part.empty() && part.front() != '.' && part.size() <= 96 &&
+         std::all_of(part.begin(), part.end(), IsNameChar);
 }
 
 bool IsCommit(absl::string_view revision) {
@@ -39,11 +40,9 @@ bool IsCommit(absl::string_view revision) {
 bool IsRevision(absl::string_view revision) {
   if (revision.empty() || revision.size() > 256) return false;
   for (absl::string_view part : absl::StrSplit(revision, '/')) {
-    if (part.empty() || part == "." || part == "..") return false;
-    for (char c : part) {
-      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-        return false;
-      }
+    if (part.empty() || part == "." || part == ".." ||
+        !std::all_of(part.begin(), part.end(), IsNameChar)) {
+      return false;
     }
   }
   return true;
