@@ -49,8 +49,8 @@ class Section {
     for (const auto& entry : node_) {
       const std::string key = entry.first.as<std::string>();
       if (known_.count(key) == 0) {
-        return FieldError(PathOf(key), absl::StrCat("unknown field (known: ",
-                                                    absl::StrJoin(known_, ", "), ")"));
+        return FieldError(PathOf(key),
+                          absl::StrCat("unknown field (known: ", absl::StrJoin(known_, ", "), ")"));
       }
     }
     return absl::OkStatus();
@@ -154,8 +154,7 @@ absl::StatusOr<Budget> ParseBudget(absl::string_view text, absl::string_view pat
   const absl::string_view t = absl::StripAsciiWhitespace(text);
   if (absl::EndsWith(t, "%")) {
     double percent;
-    if (!absl::SimpleAtod(t.substr(0, t.size() - 1), &percent) || !(percent > 0) ||
-        percent > 100) {
+    if (!absl::SimpleAtod(t.substr(0, t.size() - 1), &percent) || !(percent > 0) || percent > 100) {
       return FieldError(path, absl::StrCat("\"", text, "\": a percentage must be in (0, 100]"));
     }
     return Budget{.bytes = 0, .fraction = percent / 100};
@@ -254,13 +253,16 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   Section hub(top.Get("hub"), "hub");
   DF11_RETURN_IF_ERROR(hub.CheckIsMap());
   DF11_RETURN_IF_ERROR(ReadString(hub, "endpoint", c.hub_endpoint));
-  if (!absl::StartsWith(c.hub_endpoint, "https://") &&
+  if (!c.hub_endpoint.empty() && !absl::StartsWith(c.hub_endpoint, "https://") &&
       !absl::StartsWith(c.hub_endpoint, "http://")) {
-    return FieldError("hub.endpoint", absl::StrCat("\"", c.hub_endpoint, "\" is not an http(s) URL"));
+    return FieldError("hub.endpoint",
+                      absl::StrCat("\"", c.hub_endpoint, "\" is not an http(s) URL"));
   }
   DF11_RETURN_IF_ERROR(ReadString(hub, "cache_dir", c.hub_cache_dir));
   DF11_RETURN_IF_ERROR(ReadString(hub, "token_file", c.hub_token_file));
   DF11_RETURN_IF_ERROR(ReadBool(hub, "offline", c.hub_offline));
+  DF11_RETURN_IF_ERROR(ReadInt(hub, "max_connections", 1, 64, c.hub_max_connections));
+  DF11_RETURN_IF_ERROR(ReadBytes(hub, "max_download_size", 1, c.hub_max_download_bytes));
   DF11_RETURN_IF_ERROR(hub.CheckNoUnknownKeys());
 
   Section limits(top.Get("limits"), "limits");
@@ -270,9 +272,9 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   DF11_RETURN_IF_ERROR(ReadInt(limits, "max_tokens", 1, kMaxInt, c.max_tokens));
   DF11_RETURN_IF_ERROR(ReadInt(limits, "default_max_tokens", 1, kMaxInt, c.default_max_tokens));
   if (c.default_max_tokens > c.max_tokens) {
-    return FieldError("limits.default_max_tokens",
-                      absl::StrCat(c.default_max_tokens, " is more than limits.max_tokens (",
-                                   c.max_tokens, ")"));
+    return FieldError(
+        "limits.default_max_tokens",
+        absl::StrCat(c.default_max_tokens, " is more than limits.max_tokens (", c.max_tokens, ")"));
   }
   DF11_RETURN_IF_ERROR(ReadInt(limits, "queue_size", 0, 1 << 20, c.queue_size));
   DF11_RETURN_IF_ERROR(ReadInt(limits, "max_running_requests", 1, 4096, c.max_running_requests));
@@ -318,19 +320,26 @@ absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a size such as 4GiB"));
   }
   const std::string unit = absl::AsciiStrToLower(unit_text);
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},        {"b", 1},          {"kb", 1e3},          {"mb", 1e6},
-      {"gb", 1e9},    {"tb", 1e12},      {"kib", 1024.0},      {"mib", 1048576.0},
-      {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"b", 1},
+                                                          {"kb", 1e3},
+                                                          {"mb", 1e6},
+                                                          {"gb", 1e9},
+                                                          {"tb", 1e12},
+                                                          {"kib", 1024.0},
+                                                          {"mib", 1048576.0},
+                                                          {"gib", 1073741824.0},
+                                                          {"tib", 1099511627776.0}};
   for (const auto& [name, scale] : kUnits) {
     if (unit == name) {
       const double bytes = value * scale;
-      if (bytes >= 1.8e19) return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
+      if (bytes >= 1.8e19)
+        return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is too large"));
       return static_cast<uint64_t>(std::llround(bytes));
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", text, "\": unknown unit \"", unit, "\" (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"));
+  return absl::InvalidArgumentError(absl::StrCat("\"", text, "\": unknown unit \"", unit,
+                                                 "\" (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"));
 }
 
 absl::StatusOr<double> ParseDuration(absl::string_view text) {
@@ -371,7 +380,8 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
   absl::StatusOr<Config> config = ParseConfig(text.str(), dir.string());
   if (!config.ok()) {
-    return absl::Status(config.status().code(), absl::StrCat(path, ": ", config.status().message()));
+    return absl::Status(config.status().code(),
+                        absl::StrCat(path, ": ", config.status().message()));
   }
   return config;
 }
@@ -409,6 +419,8 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "cache_dir" << YAML::Value << c.hub_cache_dir;
   out << YAML::Key << "token_file" << YAML::Value << c.hub_token_file;
   out << YAML::Key << "offline" << YAML::Value << c.hub_offline;
+  out << YAML::Key << "max_connections" << YAML::Value << c.hub_max_connections;
+  out << YAML::Key << "max_download_size" << YAML::Value << c.hub_max_download_bytes;
   out << YAML::EndMap;
   out << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "max_prompt_tokens" << YAML::Value << c.max_prompt_tokens;

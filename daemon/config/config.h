@@ -27,7 +27,7 @@ struct Device {
 
 // A memory budget: a byte count, or a fraction of the device's memory.
 struct Budget {
-  uint64_t bytes = 0;      // when fraction is unset
+  uint64_t bytes = 0;  // when fraction is unset
   std::optional<double> fraction;
   // The budget on a device of `total` bytes.
   uint64_t Resolve(uint64_t total) const;
@@ -41,7 +41,7 @@ struct PreloadModel {
   // file is made absolute; otherwise it stays as written (a hub id, or relative to the working
   // directory).
   std::string source;
-  std::string name;    // empty: derived from the source
+  std::string name;  // empty: derived from the source
   bool pin = false;
   std::optional<double> keep_alive_seconds;  // unset: memory.keep_alive
 };
@@ -61,10 +61,13 @@ struct Config {
   std::vector<PreloadModel> preload;
 
   // Hugging Face hub.
-  std::string hub_endpoint = "https://huggingface.co";
-  std::string hub_cache_dir;   // empty: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub
-  std::string hub_token_file;  // empty: $HF_TOKEN, else $HF_HOME/token
-  bool hub_offline = false;    // use the cache only
+  std::string hub_endpoint;  // empty: $HF_ENDPOINT, else https://huggingface.co
+  std::string
+      hub_cache_dir;  // empty: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub
+  std::string hub_token_file;       // empty: $HF_TOKEN, else $HF_TOKEN_PATH, else $HF_HOME/token
+  bool hub_offline = false;         // use the cache only (also when $HF_HUB_OFFLINE is true)
+  int64_t hub_max_connections = 8;  // files downloaded at once per load
+  int64_t hub_max_download_bytes = 2'000'000'000'000;  // what one load may download at most
 
   // Limits.
   int64_t max_prompt_tokens = 32768;
@@ -74,7 +77,7 @@ struct Config {
   int64_t max_running_requests = 64;  // per model, batched together
   int64_t max_concurrent_loads = 2;
   int64_t max_request_bytes = 4 << 20;
-  double drain_seconds = 30;          // SIGTERM: how long in-flight streams may finish
+  double drain_seconds = 30;  // SIGTERM: how long in-flight streams may finish
 };
 
 // The embedded configs/default.yaml.

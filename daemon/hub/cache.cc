@@ -27,12 +27,10 @@ bool IsRepoPart(absl::string_view part) {
          std::all_of(part.begin(), part.end(), IsNameChar);
 }
 
-bool IsCommit(absl::string_view revision) {
-  if (revision.size() != 40) return false;
-  for (char c : revision) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f')) return false;
-  }
-  return true;
+bool IsLowerHex(absl::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
+  });
 }
 
 // A branch, tag or commit as the hub names them, kept inside refs/: letters, digits, '-', '_',
@@ -55,10 +53,30 @@ std::string Env(const char* name) {
 
 }  // namespace
 
-absl::StatusOr<ModelSource> ParseModelSource(const std::string& source) {
+bool IsCommit(absl::string_view revision) { return revision.size() == 40 && IsLowerHex(revision); }
+
+bool IsEtag(absl::string_view etag) {
+  return (etag.size() == 40 || etag.size() == 64) && IsLowerHex(etag);
+}
+
+bool IsRepoFilePath(absl::string_view path) {
+  if (path.empty() || path.size() > 1024) return false;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return std::none_of(path.begin(), path.end(), [](char c) {
+    return c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+}
+
+std::string RepoFolderName(const std::string& repo_id) {
+  return absl::StrCat("models--", absl::StrReplaceAll(repo_id, {{"/", "--"}}));
+}
+
+absl::StatusOr<ModelSource> ParseModelSource(const std::string& source, bool allow_local) {
   if (source.empty()) return absl::InvalidArgumentError("source: empty");
   std::error_code ec;
-  if (fs::is_directory(source, ec)) {
+  if (allow_local && fs::is_directory(source, ec)) {
     return ModelSource{.is_hub = false, .directory = source, .repo_id = "", .revision = ""};
   }
   absl::string_view id = source, revision = "main";
@@ -68,6 +86,10 @@ absl::StatusOr<ModelSource> ParseModelSource(const std::string& source) {
   }
   const std::vector<absl::string_view> parts = absl::StrSplit(id, '/');
   if (parts.size() != 2 || !IsRepoPart(parts[0]) || !IsRepoPart(parts[1])) {
+    if (!allow_local) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", id, "\" is not a hub id org/name (letters, digits, '-', '_', '.')"));
+    }
     return absl::NotFoundError(absl::StrCat(
         "source: ", source, " is neither a directory nor a hub id org/name[@revision]"));
   }
@@ -95,9 +117,7 @@ std::string HubCacheDir(const std::string& configured) {
 
 absl::StatusOr<CachedSnapshot> FindCachedSnapshot(const std::string& cache_dir,
                                                   const ModelSource& source) {
-  const fs::path repo =
-      fs::path(cache_dir) /
-      absl::StrCat("models--", absl::StrReplaceAll(source.repo_id, {{"/", "--"}}));
+  const fs::path repo = fs::path(cache_dir) / RepoFolderName(source.repo_id);
   const std::string not_cached =
       absl::StrCat(source.repo_id, "@", source.revision, " is not in the hub cache ", cache_dir,
                    " and downloading from the hub is not available in this build");

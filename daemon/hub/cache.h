@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace df11::hub {
 
@@ -26,8 +27,9 @@ struct ModelSource {
 // A path that names an existing directory is local; otherwise `org/name[@revision]` (letters,
 // digits, '-', '_', '.'; no leading '.') is a hub id, whose revision (default "main") may also hold
 // '/' between parts, none of them "." or "..". kInvalidArgument for an empty source or a revision
-// outside that; kNotFound for anything else (a path that does not exist), naming it.
-absl::StatusOr<ModelSource> ParseModelSource(const std::string& source);
+// outside that; kNotFound for anything else (a path that does not exist), naming it. With
+// `allow_local` false only hub ids are accepted (kInvalidArgument otherwise).
+absl::StatusOr<ModelSource> ParseModelSource(const std::string& source, bool allow_local = true);
 
 // The hub cache directory: `configured` if not empty, else $HF_HUB_CACHE, else
 // $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
@@ -38,6 +40,19 @@ struct CachedSnapshot {
   std::string directory;  // snapshots/{commit}
   std::string commit;     // 40 hex digits
 };
+
+// models--{org}--{name}: the repository's folder in the cache (and under .locks/).
+std::string RepoFolderName(const std::string& repo_id);
+
+// A full commit id: 40 lower-case hex digits.
+bool IsCommit(absl::string_view revision);
+
+// A blob name: a git blob sha1 (40 hex) or a sha256 (64 hex), lower case.
+bool IsEtag(absl::string_view etag);
+
+// A file path inside a repository that stays inside it: relative, '/'-separated non-empty parts,
+// none "." or "..", no '\\' or control characters, at most 1024 bytes.
+bool IsRepoFilePath(absl::string_view path);
 
 // The snapshot of `source` (a hub source) in `cache_dir`: `revision` itself when it is a full
 // commit, else the commit that refs/{revision} names. kUnavailable when the repository or the

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -64,16 +65,23 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 const char* ModelStateName(ModelState state) {
   switch (state) {
-    case ModelState::kLoading: return "LOADING";
-    case ModelState::kReady: return "READY";
-    case ModelState::kUnloading: return "UNLOADING";
-    case ModelState::kFailed: return "FAILED";
+    case ModelState::kLoading:
+      return "LOADING";
+    case ModelState::kReady:
+      return "READY";
+    case ModelState::kUnloading:
+      return "UNLOADING";
+    case ModelState::kFailed:
+      return "FAILED";
   }
   return "UNKNOWN";
 }
 
 Registry::Registry(const Options& options, runtime::Backend& backend, metrics::Metrics* metrics)
-    : options_(options), device_name_(options.device.Name()), backend_(backend), metrics_(metrics) {}
+    : options_(options),
+      device_name_(options.device.Name()),
+      backend_(backend),
+      metrics_(metrics) {}
 
 Registry::~Registry() = default;
 
@@ -84,31 +92,34 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     return !progress(LoadProgress{phase, done, total});
   };
   if (!request.device.empty() && request.device != device_name_) {
-    return absl::InvalidArgumentError(absl::StrCat("device: \"", request.device,
-                                                   "\" is not a device of this node (", device_name_,
-                                                   ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device: \"", request.device, "\" is not a device of this node (", device_name_, ")"));
   }
   if (request.keep_alive_seconds && !(*request.keep_alive_seconds >= 0)) {
     return absl::InvalidArgumentError("keep_alive_seconds: must be >= 0");
   }
-  if (cancelled(LoadProgress::Phase::kResolving, 0, 0)) return absl::CancelledError("load cancelled");
+  if (cancelled(LoadProgress::Phase::kResolving, 0, 0))
+    return absl::CancelledError("load cancelled");
   DF11_ASSIGN_OR_RETURN(const hub::ModelSource source, hub::ParseModelSource(request.source));
   std::string directory = source.directory, revision;
+  // A hub model: resolved, its small files fetched; its weights download once it has room.
+  std::unique_ptr<HubFetch> fetch;
   if (source.is_hub) {
-    DF11_ASSIGN_OR_RETURN(const hub::CachedSnapshot snapshot,
-                          hub::FindCachedSnapshot(options_.hub_cache_dir, source));
-    directory = snapshot.directory;
-    revision = snapshot.commit;
+    fetch = std::make_unique<HubFetch>(options_.hub);
+    DF11_RETURN_IF_ERROR(fetch->Prepare(
+        source, [&] { return !cancelled(LoadProgress::Phase::kDownloading, 0, 0); }));
+    directory = fetch->directory();
+    revision = fetch->commit();
   }
   // "dir/" has an empty filename(); its parent_path() is "dir".
   const fs::path normal = fs::path(directory).lexically_normal();
-  const std::string name =
-      !request.name.empty() ? request.name
-      : source.is_hub       ? source.repo_id
-      : normal.has_filename() ? normal.filename().string()
-                              : normal.parent_path().filename().string();
+  const std::string name = !request.name.empty()   ? request.name
+                           : source.is_hub         ? source.repo_id
+                           : normal.has_filename() ? normal.filename().string()
+                                                   : normal.parent_path().filename().string();
   DF11_RETURN_IF_ERROR(ValidateName(name));
-  absl::StatusOr<runtime::ModelEstimate> estimated = runtime::EstimateModel(directory);
+  absl::StatusOr<runtime::ModelEstimate> estimated =
+      fetch != nullptr ? fetch->Estimate() : runtime::EstimateModel(directory);
   if (!estimated.ok()) {
     // Listed as FAILED with the reason, as a load that fails later is.
     std::lock_guard lock(mu_);
@@ -176,7 +187,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   }
 
   absl::StatusOr<std::shared_ptr<ResidentModel>> loaded =
-      LoadFiles(request, directory, revision, progress);
+      LoadFiles(request, directory, revision, fetch.get(), progress);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::unique_lock lock(mu_);
@@ -209,23 +220,62 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   return info;
 }
 
-absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(
-    const LoadRequest& request, const std::string& directory, const std::string& revision,
-    const LoadProgressFn& progress) {
+absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadRequest& request,
+                                                                   const std::string& directory,
+                                                                   const std::string& revision,
+                                                                   HubFetch* fetch,
+                                                                   const LoadProgressFn& progress) {
   // Read every weight file once, so the model is in memory before its first request and the
-  // caller sees the progress; then map and validate them.
-  uint64_t total = 0, done = 0;
-  const std::vector<fs::path> files = WeightFiles(directory, &total);
+  // caller sees the progress; then map and validate them. A hub model's files are read as each
+  // one completes, while the others still download.
   std::vector<char> buffer(16 << 20);
-  if (!progress(LoadProgress{LoadProgress::Phase::kPlacing, 0, total})) {
-    return absl::CancelledError("load cancelled");
-  }
-  for (const fs::path& file : files) {
+  uint64_t total = 0, placed_before = 0;
+  auto report = [&](uint64_t placed) {
+    LoadProgress p{.phase = LoadProgress::Phase::kPlacing,
+                   .bytes_done = std::min(placed, total),
+                   .bytes_total = total,
+                   .files = {}};
+    if (fetch != nullptr) {
+      p.files = fetch->Files();
+      if (fetch->downloading()) {
+        p.phase = LoadProgress::Phase::kDownloading;
+        p.bytes_done = 0;
+        for (const FileProgress& f : p.files) p.bytes_done += f.downloaded;
+        p.bytes_total = 0;
+        for (const FileProgress& f : p.files) p.bytes_total += f.size;
+      }
+    }
+    return progress(p);
+  };
+  auto place = [&](const fs::path& file) -> absl::Status {
     std::ifstream in(file, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", file.string()));
+    uint64_t done = 0;
     while (in) {
       in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
       done += static_cast<uint64_t>(in.gcount());
-      if (!progress(LoadProgress{LoadProgress::Phase::kPlacing, std::min(done, total), total})) {
+      if (fetch != nullptr) fetch->SetPlaced(file.filename().string(), done);
+      if (!report(placed_before + done)) return absl::CancelledError("load cancelled");
+    }
+    placed_before += done;
+    return absl::OkStatus();
+  };
+  if (fetch == nullptr) {
+    const std::vector<fs::path> files = WeightFiles(directory, &total);
+    if (!report(0)) return absl::CancelledError("load cancelled");
+    for (const fs::path& file : files) DF11_RETURN_IF_ERROR(place(file));
+  } else {
+    total = fetch->weight_bytes();
+    fetch->Start();
+    for (;;) {
+      absl::StatusOr<std::optional<std::string>> next =
+          fetch->NextReady(std::chrono::milliseconds(100));
+      if (!next.ok()) return next.status();
+      if (!next->has_value()) break;  // every weight file placed
+      if (!(*next)->empty()) {
+        DF11_RETURN_IF_ERROR(place(fs::path(directory) / **next));
+      } else if (!report(placed_before)) {
+        fetch->Cancel();
         return absl::CancelledError("load cancelled");
       }
     }
@@ -235,8 +285,9 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(
   resident->directory = directory;
   resident->resolved_revision = revision;
   DF11_ASSIGN_OR_RETURN(resident->model, runtime::Model::Load(directory));
-  DF11_ASSIGN_OR_RETURN(resident->tokenizer,
-                        runtime::Tokenizer::FromFile((fs::path(directory) / "tokenizer.json").string()));
+  DF11_ASSIGN_OR_RETURN(
+      resident->tokenizer,
+      runtime::Tokenizer::FromFile((fs::path(directory) / "tokenizer.json").string()));
   resident->chat_template = runtime::ChatTemplate::FromModelDir(directory);
   resident->defaults = runtime::DefaultSamplingParams(resident->model->config());
   return resident;
@@ -253,9 +304,9 @@ absl::StatusOr<ModelHandle> Registry::Acquire(const std::string& name) {
   }
   const Entry& e = it->second;
   if (e.state != ModelState::kReady) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model ", name, " is ", ModelStateName(e.state),
-        e.state == ModelState::kFailed ? absl::StrCat(": ", e.failure_reason) : ""));
+    return absl::FailedPreconditionError(
+        absl::StrCat("model ", name, " is ", ModelStateName(e.state),
+                     e.state == ModelState::kFailed ? absl::StrCat(": ", e.failure_reason) : ""));
   }
   return NewHandle(e.model);
 }
@@ -269,7 +320,8 @@ ModelHandle Registry::NewHandle(const std::shared_ptr<ResidentModel>& model) con
   });
 }
 
-absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(const std::string& name) {
+absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(
+    const std::string& name) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) {
@@ -360,13 +412,13 @@ absl::Status Registry::MakeRoomLocked(uint64_t bytes, const std::string& for_mod
     changed_.notify_all();
     return absl::OkStatus();
   }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "model ", for_model, " needs ", bytes, " bytes on ", device_name_, "; ", m.free(),
-      " are free of the budget of ", m.budget, " (weights ", m.weights, ", scratch ", m.scratch,
-      ", KV cache ", m.kv_cache, ", workspace ", m.workspace, ") and ", evictable_bytes,
-      " more are evictable under eviction policy ",
-      options_.eviction == config::Eviction::kLru ? "lru" : "none", " (models: ",
-      JoinNames(evictable), ")"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("model ", for_model, " needs ", bytes, " bytes on ", device_name_, "; ",
+                   m.free(), " are free of the budget of ", m.budget, " (weights ", m.weights,
+                   ", scratch ", m.scratch, ", KV cache ", m.kv_cache, ", workspace ", m.workspace,
+                   ") and ", evictable_bytes, " more are evictable under eviction policy ",
+                   options_.eviction == config::Eviction::kLru ? "lru" : "none",
+                   " (models: ", JoinNames(evictable), ")"));
 }
 
 std::vector<std::string> Registry::EvictableLocked() const {

@@ -28,7 +28,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/config/config.h"
+#include "daemon/hub/settings.h"
 #include "daemon/metrics/metrics.h"
+#include "daemon/registry/hub_fetch.h"
 #include "daemon/runtime/backend.h"
 #include "daemon/runtime/chat/chat_template.h"
 #include "daemon/runtime/model.h"
@@ -116,14 +118,17 @@ struct LoadRequest {
   std::string name;    // empty: the hub id, or the directory's name
   bool pin = false;
   std::optional<double> keep_alive_seconds;  // unset: the configured default
-  std::string device;  // empty or the registry's device
+  std::string device;                        // empty or the registry's device
 };
 
 struct LoadProgress {
+  // kDownloading while a hub model's files still arrive (their placement overlaps it); then
+  // kPlacing.
   enum class Phase { kResolving, kDownloading, kPlacing, kDone };
   Phase phase = Phase::kResolving;
-  uint64_t bytes_done = 0;
+  uint64_t bytes_done = 0;  // downloaded while kDownloading, placed while kPlacing
   uint64_t bytes_total = 0;
+  std::vector<FileProgress> files;  // hub loads: each file's bytes downloaded and placed
 };
 
 // Called during a load; returning false cancels it (everything it placed is freed).
@@ -142,7 +147,7 @@ class Registry {
     config::Eviction eviction = config::Eviction::kLru;
     double default_keep_alive_seconds = 300;
     int64_t max_concurrent_loads = 2;
-    std::string hub_cache_dir;  // resolved (hub::HubCacheDir)
+    hub::HubSettings hub;
   };
   // `backend` and `metrics` (may be null) must outlive the registry.
   Registry(const Options& options, runtime::Backend& backend, metrics::Metrics* metrics);
@@ -151,11 +156,13 @@ class Registry {
   // Loads a model, calling `progress` as it goes, and returns its final state. Idempotent: a
   // model of that name and source that is READY is returned at once, one LOADING is waited for.
   // Errors: kInvalidArgument (empty source, bad name, another device), kNotFound (no such
-  // directory), kUnavailable (a hub id not in the cache), kAlreadyExists (the name serves another
-  // source), kFailedPrecondition (the name is being unloaded), kResourceExhausted (does not fit,
-  // with the bytes needed, free and evictable), kCancelled, and the loader's errors (kDataLoss for
-  // corrupt files, ...); a failed load stays listed as FAILED with the reason until reloaded or
-  // unloaded.
+  // directory), kUnavailable (the hub unreachable and the model not in the cache), kAlreadyExists
+  // (the name serves another source), kFailedPrecondition (the name is being unloaded),
+  // kResourceExhausted (does not fit, with the bytes needed, free and evictable), kCancelled, and
+  // the loader's errors (kDataLoss for corrupt files, ...); a hub id is downloaded into the hub
+  // cache as it is placed, with the hub's errors (kNotFound, kUnauthenticated, kPermissionDenied,
+  // kUnavailable, kDataLoss); a failed load stays listed as FAILED with the reason until reloaded
+  // or unloaded.
   absl::StatusOr<ModelInfo> Load(const LoadRequest& request, const LoadProgressFn& progress);
 
   // A handle on READY model `name`. kNotFound for an unknown name, kFailedPrecondition for a
@@ -196,9 +203,11 @@ class Registry {
   };
 
   // The steps of Load after its entry exists; the entry's state is set by Load.
+  // `fetch` is the hub download still delivering the weight files, or null for a directory.
   absl::StatusOr<std::shared_ptr<ResidentModel>> LoadFiles(const LoadRequest& request,
                                                            const std::string& directory,
                                                            const std::string& revision,
+                                                           HubFetch* fetch,
                                                            const LoadProgressFn& progress);
   // Makes room for `bytes` by evicting per policy, or kResourceExhausted with the numbers.
   absl::Status MakeRoomLocked(uint64_t bytes, const std::string& for_model);

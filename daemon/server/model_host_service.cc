@@ -60,6 +60,13 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
     message.set_phase(phase);
     message.set_bytes_done(p.bytes_done);
     message.set_bytes_total(p.bytes_total);
+    for (const registry::FileProgress& f : p.files) {
+      df11::v1::LoadFileProgress* file = message.add_files();
+      file->set_path(f.path);
+      file->set_size(f.size);
+      file->set_bytes_downloaded(f.downloaded);
+      file->set_bytes_placed(f.placed);
+    }
     message.mutable_model()->set_state(df11::v1::MODEL_STATE_LOADING);
     message.mutable_model()->set_source(request->source());
     return writer->Write(message);
@@ -88,7 +95,7 @@ grpc::Status ModelHostService::UnloadModel(grpc::ServerContext*,
     return ToGrpcStatus(s);
   }
   // No drain time given: cancel at once when asked to, else the configured shutdown drain.
-  const double drain = request->drain_seconds() > 0 ? request->drain_seconds()
+  const double drain = request->drain_seconds() > 0  ? request->drain_seconds()
                        : request->cancel_in_flight() ? 0
                                                      : node_.config().drain_seconds;
   absl::StatusOr<UnloadOutcome> outcome =
@@ -117,19 +124,21 @@ grpc::Status ModelHostService::GetModel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ModelHostService::EstimateModel(grpc::ServerContext*,
+grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
                                              const df11::v1::EstimateModelRequest* request,
                                              df11::v1::EstimateModelResponse* response) {
   absl::StatusOr<hub::ModelSource> source = hub::ParseModelSource(request->source());
   if (!source.ok()) return ToGrpcStatus(source.status());
-  std::string directory = source->directory;
+  absl::StatusOr<runtime::ModelEstimate> e;
   if (source->is_hub) {
-    absl::StatusOr<hub::CachedSnapshot> snapshot =
-        hub::FindCachedSnapshot(hub::HubCacheDir(node_.config().hub_cache_dir), *source);
-    if (!snapshot.ok()) return ToGrpcStatus(snapshot.status());
-    directory = snapshot->directory;
+    // Only the small files are fetched; the weights' sizes come from the hub's listing.
+    registry::HubFetch fetch(node_.hub_settings());
+    absl::Status prepared = fetch.Prepare(*source, [&] { return !context->IsCancelled(); });
+    if (!prepared.ok()) return ToGrpcStatus(prepared);
+    e = fetch.Estimate();
+  } else {
+    e = runtime::EstimateModel(source->directory);
   }
-  absl::StatusOr<runtime::ModelEstimate> e = runtime::EstimateModel(directory);
   if (!e.ok()) return ToGrpcStatus(e.status());
   response->set_architecture(e->config.architecture_name);
   response->set_df11(e->df11);
@@ -207,7 +216,8 @@ grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
                                                grpc::ServerWriter<df11::v1::NodeStatus>* writer) {
   const double interval = request->interval_seconds();
   if (absl::Status s = ValidSeconds("interval_seconds", interval); !s.ok()) return ToGrpcStatus(s);
-  const absl::Duration every = interval > 0 ? absl::Seconds(std::max(interval, 0.05)) : absl::Seconds(1);
+  const absl::Duration every =
+      interval > 0 ? absl::Seconds(std::max(interval, 0.05)) : absl::Seconds(1);
   while (!context->IsCancelled() && !node_.shutting_down()) {
     if (!writer->Write(ToProto(node_.Status()))) break;
     for (absl::Time until = absl::Now() + every; absl::Now() < until;) {

@@ -10,16 +10,26 @@
 
 namespace df11::server {
 
+Node::Node(const config::Config& config)
+    : config_(config),
+      hub_settings_(hub::ResolveHubSettings(
+          {.endpoint = config.hub_endpoint,
+           .cache_dir = config.hub_cache_dir,
+           .token_file = config.hub_token_file,
+           .offline = config.hub_offline,
+           .max_connections = static_cast<int>(config.hub_max_connections),
+           .max_download_bytes = static_cast<uint64_t>(config.hub_max_download_bytes)})) {}
+
 absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config) {
   if (config.devices.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "devices: this build serves exactly one device (cpu); ", config.devices.size(),
-        " were configured"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("devices: this build serves exactly one device (cpu); ", config.devices.size(),
+                     " were configured"));
   }
   if (!config.devices[0].cpu) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("devices: ", config.devices[0].Name(),
-                     " needs the CUDA backend, which this build does not have; use devices: [cpu]"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "devices: ", config.devices[0].Name(),
+        " needs the CUDA backend, which this build does not have; use devices: [cpu]"));
   }
   std::unique_ptr<Node> node(new Node(config));
   node->metrics_ = std::make_unique<metrics::Metrics>();
@@ -31,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
                                   .eviction = config.eviction,
                                   .default_keep_alive_seconds = config.keep_alive_seconds,
                                   .max_concurrent_loads = config.max_concurrent_loads,
-                                  .hub_cache_dir = hub::HubCacheDir(config.hub_cache_dir)},
+                                  .hub = node->hub_settings_},
       *node->backend_, node->metrics_.get());
   node->scheduler_ = std::make_unique<scheduler::Scheduler>(
       scheduler::Scheduler::Options{.queue_size = config.queue_size,
@@ -50,7 +60,9 @@ void Node::StartPreload() {
   preload_ = std::thread([this] {
     for (const config::PreloadModel& p : config_.preload) {
       if (shutting_down()) break;
-      registry::LoadRequest request{.source = p.source, .name = p.name, .pin = p.pin,
+      registry::LoadRequest request{.source = p.source,
+                                    .name = p.name,
+                                    .pin = p.pin,
                                     .keep_alive_seconds = p.keep_alive_seconds,
                                     .device = ""};
       absl::StatusOr<registry::ModelInfo> info = registry_->Load(

@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/config/config.h"
+#include "daemon/hub/settings.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/registry/registry.h"
 #include "daemon/runtime/backend.h"
@@ -65,15 +66,18 @@ class Node {
   }
 
   const config::Config& config() const { return config_; }
+  // The hub settings: the config's, else the environment's (HF_ENDPOINT, HF_TOKEN, ...).
+  const hub::HubSettings& hub_settings() const { return hub_settings_; }
   registry::Registry& registry() { return *registry_; }
   scheduler::Scheduler& scheduler() { return *scheduler_; }
   metrics::Metrics& metrics() { return *metrics_; }
   runtime::Backend& backend() { return *backend_; }
 
  private:
-  explicit Node(const config::Config& config) : config_(config) {}
+  explicit Node(const config::Config& config);
 
   const config::Config config_;
+  const hub::HubSettings hub_settings_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<runtime::Backend> backend_;
   std::unique_ptr<registry::Registry> registry_;

@@ -18,6 +18,7 @@ int RunDemo(const std::vector<std::string>& args);
 int RunDevices(const std::vector<std::string>& args);
 int RunGpuBench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
+int RunDownload(const std::vector<std::string>& args);
 int RunEngineBench(const std::vector<std::string>& args);
 int RunDaemonBench(const std::vector<std::string>& args);
 

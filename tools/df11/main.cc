@@ -28,6 +28,9 @@ Commands:
   generate MODEL_DIR --prompt TEXT [--chat] [--max-tokens N] [--temperature T] [--top-p P]
            [--top-k K] [--seed S] [--json]
                                 generate text on the CPU engine, without the daemon
+  download REPO_ID [--revision R] [--cache-dir D] [--include GLOB]
+                                download a hub repository into the Hugging Face cache; prints
+                                the snapshot directory
   engine-bench [--df11 DIR] [--bf16 DIR] [--json]
                                 CPU engine tokens/s with DF11 weights against BF16
   daemon-bench --addr HOST:PORT --model DIR [--json]
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   if (command == "synth") return RunSynth(args);
   if (command == "demo") return RunDemo(args);
   if (command == "generate") return RunGenerate(args);
+  if (command == "download") return RunDownload(args);
   if (command == "engine-bench") return RunEngineBench(args);
   if (command == "daemon-bench") return RunDaemonBench(args);
   if (command == "devices") return RunDevices(args);

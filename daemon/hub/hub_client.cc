@@ -1,0 +1,522 @@
+#include "daemon/hub/hub_client.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/types/optional.h"
+#include "codec/base/status_macros.h"
+#include "daemon/hub/cache.h"
+
+#ifndef DF11_VERSION
+#define DF11_VERSION "0"
+#endif
+
+namespace df11::hub {
+namespace {
+
+// At most this many tree pages: a hub that keeps answering "next" does not loop forever.
+constexpr int kMaxTreePages = 100000;
+// Relative redirects followed by hand on a HEAD.
+constexpr int kMaxRedirects = 10;
+// The status payload holding the hub's X-Error-Code.
+constexpr char kErrorCodePayload[] = "df11.dev/hub-error-code";
+
+bool IsRetryable(const HttpResponse& r) {
+  return r.status == 0 || r.status == 408 || r.status == 429 || r.status == 500 ||
+         r.status == 502 || r.status == 503 || r.status == 504;
+}
+
+std::string NewTraceId() {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  const uint64_t a = rng(), b = rng();
+  // A version-4 UUID, as huggingface_hub sends in X-Amzn-Trace-Id.
+  return absl::StrFormat("%08x-%04x-4%03x-%04x-%012x", a >> 32, (a >> 16) & 0xffff, a & 0xfff,
+                         0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);
+}
+
+// W/"abc" → abc.
+std::string NormalizeEtag(std::string etag) {
+  absl::string_view v = absl::StripAsciiWhitespace(etag);
+  absl::ConsumePrefix(&v, "W/");
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return absl::AsciiStrToLower(v);
+}
+
+// The URL of `Link: <url>; rel="next"`, or empty.
+std::string NextLink(const std::string& link) {
+  for (absl::string_view part : absl::StrSplit(link, ',')) {
+    if (!absl::StrContains(part, "rel=\"next\"")) continue;
+    const size_t open = part.find('<'), close = part.find('>');
+    if (open != absl::string_view::npos && close != absl::string_view::npos && open < close) {
+      return std::string(part.substr(open + 1, close - open - 1));
+    }
+  }
+  return "";
+}
+
+// "refs/pr/1" → refs%2Fpr%2F1; a path keeps its '/' and encodes each part.
+std::string EncodePath(const std::string& path) {
+  std::vector<std::string> parts;
+  for (absl::string_view p : absl::StrSplit(path, '/'))
+    parts.push_back(PercentEncode(std::string(p)));
+  return absl::StrJoin(parts, "/");
+}
+
+// The sleep a 429 or 503 asks for: RateLimit's t + 1 when r=0, else an integer Retry-After; -1
+// when the response says nothing.
+double RequestedWait(const HttpResponse& r) {
+  const std::string rate = r.Header("ratelimit");
+  if (!rate.empty()) {
+    int64_t remaining = -1, reset = -1;
+    for (absl::string_view item : absl::StrSplit(rate, ';')) {
+      item = absl::StripAsciiWhitespace(item);
+      if (absl::ConsumePrefix(&item, "r=")) (void)absl::SimpleAtoi(item, &remaining);
+      if (absl::ConsumePrefix(&item, "t=")) (void)absl::SimpleAtoi(item, &reset);
+    }
+    if (remaining == 0 && reset >= 0) return static_cast<double>(reset + 1);
+  }
+  int64_t seconds;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(r.Header("retry-after")), &seconds) &&
+      seconds >= 0) {
+    return static_cast<double>(seconds);
+  }
+  return -1;
+}
+
+// sha256 of the content (LFS etag), or git's blob sha1: sha1("blob <size>\0" + content).
+class ContentHash {
+ public:
+  ContentHash(const std::string& etag, uint64_t size) : ctx_(EVP_MD_CTX_new()) {
+    git_ = etag.size() == 40;
+    EVP_DigestInit_ex(ctx_, git_ ? EVP_sha1() : EVP_sha256(), nullptr);
+    if (git_) {
+      const std::string header = absl::StrCat("blob ", size, std::string(1, '\0'));
+      Update(header.data(), header.size());
+    }
+  }
+  ~ContentHash() { EVP_MD_CTX_free(ctx_); }
+  ContentHash(const ContentHash&) = delete;
+  ContentHash& operator=(const ContentHash&) = delete;
+  void Update(const void* data, size_t size) { EVP_DigestUpdate(ctx_, data, size); }
+  std::string HexDigest() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(ctx_, digest, &length);
+    std::string hex;
+    for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+    return hex;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+  bool git_ = false;
+};
+
+absl::Status FileError(const std::string& what, const std::string& path) {
+  return absl::InternalError(
+      absl::StrCat("hub cache: cannot ", what, " ", path, ": ", std::strerror(errno)));
+}
+
+// Writes all of `data` to `fd`.
+bool WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+HubClient::HubClient(const HubSettings& settings, const std::atomic<bool>* cancel)
+    : settings_(settings), cancel_(cancel), http_(cancel) {}
+
+std::string HubClient::ResolveUrl(const std::string& repo_id, const std::string& revision,
+                                  const std::string& path) const {
+  return absl::StrCat(settings_.endpoint, "/", repo_id, "/resolve/", PercentEncode(revision), "/",
+                      EncodePath(path));
+}
+
+std::vector<std::string> HubClient::Headers(const std::string& url,
+                                            const std::string& trace_id) const {
+  std::vector<std::string> headers = {
+      absl::StrCat("User-Agent: df11d/", DF11_VERSION, "; hf_hub/compatible; cpp"),
+      absl::StrCat("X-Amzn-Trace-Id: ", trace_id),
+      // Sizes and Range offsets are those of the file itself, never of a compressed body.
+      "Accept-Encoding: identity",
+  };
+  if (!settings_.token.empty() && UrlOrigin(url) == UrlOrigin(settings_.endpoint)) {
+    headers.push_back(absl::StrCat("Authorization: Bearer ", settings_.token));
+  }
+  return headers;
+}
+
+bool HubClient::Backoff(int attempt, const HttpResponse& response) {
+  double wait = RequestedWait(response);
+  if (wait < 0) {
+    wait = std::min(settings_.max_retry_seconds,
+                    settings_.retry_base_seconds * std::pow(2.0, attempt));
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
+  while (std::chrono::steady_clock::now() < until) {
+    if (cancel_ != nullptr && cancel_->load()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+HttpResponse HubClient::SendWithRetries(HttpRequest request, std::string* trace_id) {
+  for (int attempt = 0;; ++attempt) {
+    *trace_id = NewTraceId();
+    request.headers = Headers(request.url, *trace_id);
+    HttpResponse r = http_.Send(request);
+    if (r.cancelled || !IsRetryable(r) || attempt >= settings_.max_retries) return r;
+    if (!Backoff(attempt, r)) {
+      r.cancelled = true;
+      return r;
+    }
+  }
+}
+
+absl::Status HubClient::Error(const HttpResponse& r, const std::string& what,
+                              const std::string& trace_id, int attempts) const {
+  absl::Status status = Classify(r, what, trace_id, attempts);
+  if (const std::string code = r.Header("x-error-code"); !code.empty()) {
+    status.SetPayload(kErrorCodePayload, absl::Cord(code));
+  }
+  return status;
+}
+
+std::string HubErrorCode(const absl::Status& status) {
+  const absl::optional<absl::Cord> code = status.GetPayload(kErrorCodePayload);
+  return code ? std::string(*code) : "";
+}
+
+absl::Status HubClient::Classify(const HttpResponse& r, const std::string& what,
+                                 const std::string& trace_id, int attempts) const {
+  if (r.cancelled) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
+  const std::string code = r.Header("x-error-code");
+  const std::string message = r.Header("x-error-message");
+  const std::string details =
+      absl::StrCat(" (HTTP ", r.status, message.empty() ? "" : absl::StrCat(": ", message),
+                   "; request id ", trace_id, ")");
+  const bool token = !settings_.token.empty();
+  if (r.status == 0) {
+    return absl::UnavailableError(absl::StrCat(what, ": the hub ", settings_.endpoint,
+                                               " is unreachable after ", attempts,
+                                               " attempts: ", r.error));
+  }
+  if (code == "RevisionNotFound" || code == "EntryNotFound") {
+    return absl::NotFoundError(absl::StrCat(what, ": not found", details));
+  }
+  if (code == "GatedRepo") {
+    if (r.status == 401) {
+      return absl::UnauthenticatedError(
+          absl::StrCat(what, ": the repository is gated; ",
+                       token ? "the hub rejected the token from " + settings_.token_source
+                             : "set HF_TOKEN (or the hub.token_file setting) to a token",
+                       " of an account that was granted access", details));
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, ": the repository is gated and access has not been granted to the token from ",
+        settings_.token_source, "; request it on the model's page", details));
+  }
+  if (code == "RepoNotFound" ||
+      (r.status == 401 && message != "Invalid credentials in Authorization header")) {
+    return absl::NotFoundError(absl::StrCat(
+        what, ": repository not found",
+        token ? "" : " (if it is private or gated, set HF_TOKEN or hub.token_file)", details));
+  }
+  if (r.status == 401) {
+    return absl::UnauthenticatedError(
+        absl::StrCat(what, ": the hub rejected the token from ", settings_.token_source, details));
+  }
+  if (r.status == 403)
+    return absl::PermissionDeniedError(absl::StrCat(what, ": forbidden", details));
+  if (IsRetryable(r)) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": the hub kept failing after ", attempts, " attempts", details));
+  }
+  if (r.status == 400)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": bad request", details));
+  return absl::UnknownError(absl::StrCat(what, ": unexpected answer", details));
+}
+
+absl::StatusOr<std::string> HubClient::ResolveCommit(const std::string& repo_id,
+                                                     const std::string& revision) {
+  const std::string what = absl::StrCat(repo_id, "@", revision);
+  std::string trace_id;
+  HttpResponse r = SendWithRetries({.method = "GET",
+                                    .url = absl::StrCat(settings_.endpoint, "/api/models/", repo_id,
+                                                        "/revision/", PercentEncode(revision)),
+                                    .headers = {},
+                                    .range_start = 0,
+                                    .follow_redirects = true,
+                                    .timeout_seconds = settings_.etag_timeout_seconds,
+                                    .is_transfer = false},
+                                   &trace_id);
+  if (r.status != 200) return Error(r, what, trace_id, settings_.max_retries + 1);
+  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("sha") || !j["sha"].is_string() ||
+      !IsCommit(j["sha"].get<std::string>())) {
+    return absl::DataLossError(absl::StrCat(
+        what, ": the hub's revision answer has no commit id (request id ", trace_id, ")"));
+  }
+  return j["sha"].get<std::string>();
+}
+
+absl::StatusOr<std::vector<RepoFile>> HubClient::ListFiles(const std::string& repo_id,
+                                                           const std::string& commit) {
+  const std::string what = absl::StrCat(repo_id, "@", commit, ": listing files");
+  std::vector<RepoFile> files;
+  std::string url = absl::StrCat(settings_.endpoint, "/api/models/", repo_id, "/tree/",
+                                 PercentEncode(commit), "?recursive=true&expand=false");
+  for (int page = 0; !url.empty(); ++page) {
+    if (page >= kMaxTreePages) {
+      return absl::DataLossError(absl::StrCat(what, ": more than ", kMaxTreePages, " pages"));
+    }
+    std::string trace_id;
+    HttpResponse r = SendWithRetries({.method = "GET",
+                                      .url = url,
+                                      .headers = {},
+                                      .range_start = 0,
+                                      .follow_redirects = true,
+                                      .timeout_seconds = settings_.etag_timeout_seconds,
+                                      .is_transfer = false},
+                                     &trace_id);
+    if (r.status != 200) return Error(r, what, trace_id, settings_.max_retries + 1);
+    const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_array()) {
+      return absl::DataLossError(
+          absl::StrCat(what, ": the answer is not a JSON array (request id ", trace_id, ")"));
+    }
+    for (const nlohmann::json& e : j) {
+      if (!e.is_object() || e.value("type", "") != "file") continue;
+      RepoFile f;
+      f.path = e.value("path", "");
+      if (!IsRepoFilePath(f.path)) {
+        return absl::DataLossError(
+            absl::StrCat(what, ": the hub listed a file path that leaves the repository: \"",
+                         f.path.substr(0, 200), "\""));
+      }
+      if (e.contains("size") && e["size"].is_number_unsigned()) f.size = e["size"].get<uint64_t>();
+      if (e.contains("lfs") && e["lfs"].is_object()) f.lfs_sha256 = e["lfs"].value("oid", "");
+      files.push_back(std::move(f));
+    }
+    url = NextLink(r.Header("link"));
+    // Pages come from the endpoint only: the token never follows a link elsewhere.
+    if (!url.empty() && UrlOrigin(url) != UrlOrigin(settings_.endpoint)) {
+      return absl::DataLossError(absl::StrCat(what, ": the next page is on another host: ", url));
+    }
+  }
+  return files;
+}
+
+absl::StatusOr<FileMetadata> HubClient::FetchMetadata(const std::string& repo_id,
+                                                      const std::string& revision,
+                                                      const std::string& path) {
+  const std::string what = absl::StrCat(repo_id, "@", revision, ": ", path);
+  std::string url = ResolveUrl(repo_id, revision, path);
+  std::string trace_id;
+  HttpResponse r;
+  for (int redirects = 0;; ++redirects) {
+    r = SendWithRetries({.method = "HEAD",
+                         .url = url,
+                         .headers = {},
+                         .range_start = 0,
+                         .follow_redirects = false,
+                         .timeout_seconds = settings_.etag_timeout_seconds,
+                         .is_transfer = false},
+                        &trace_id);
+    const std::string location = r.Header("location");
+    // Only a relative redirect (a renamed repository) is followed: an absolute one is the CDN.
+    const bool relative = r.status >= 300 && r.status < 400 && !location.empty() &&
+                          location.front() == '/' && !absl::StartsWith(location, "//");
+    if (!relative) break;
+    if (redirects >= kMaxRedirects) {
+      return absl::UnavailableError(absl::StrCat(what, ": too many redirects"));
+    }
+    url = absl::StrCat(UrlOrigin(settings_.endpoint), location);
+  }
+  if (r.status < 200 || r.status >= 400) return Error(r, what, trace_id, settings_.max_retries + 1);
+  FileMetadata m;
+  m.commit = r.Header("x-repo-commit");
+  m.etag = NormalizeEtag(!r.Header("x-linked-etag").empty() ? r.Header("x-linked-etag")
+                                                            : r.Header("etag"));
+  const bool redirect = r.status >= 300;
+  const std::string size = !r.Header("x-linked-size").empty() ? r.Header("x-linked-size")
+                           : redirect                         ? ""
+                                                              : r.Header("content-length");
+  m.location = redirect ? r.Header("location") : url;
+  if (!IsCommit(m.commit) || !IsEtag(m.etag) || !absl::SimpleAtoi(size, &m.size)) {
+    return absl::DataLossError(absl::StrCat(
+        what,
+        ": the answer lacks a valid X-Repo-Commit, ETag or size: it did not come from the "
+        "hub (a proxy?) (HTTP ",
+        r.status, "; request id ", trace_id, ")"));
+  }
+  if (m.location.empty() || UrlOrigin(m.location).empty()) {
+    return absl::DataLossError(absl::StrCat(what, ": redirected to an invalid location \"",
+                                            m.location.substr(0, 200), "\""));
+  }
+  return m;
+}
+
+absl::Status HubClient::Download(const std::string& repo_id, const std::string& path,
+                                 const FileMetadata& metadata, const std::string& partial,
+                                 const std::function<void(uint64_t)>& progress) {
+  const std::string what = absl::StrCat(repo_id, "@", metadata.commit, ": ", path);
+  if (metadata.size > settings_.max_file_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": ", metadata.size,
+                                                     " bytes is more than the limit of ",
+                                                     settings_.max_file_bytes, " per file"));
+  }
+  const int fd = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return FileError("open", partial);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+
+  // What an earlier, interrupted download left is hashed first, then resumed.
+  auto hash = std::make_unique<ContentHash>(metadata.etag, metadata.size);
+  uint64_t written = 0;
+  {
+    std::vector<char> buffer(1 << 20);
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+      if (n < 0) return FileError("read", partial);
+      if (n == 0) break;
+      hash->Update(buffer.data(), static_cast<size_t>(n));
+      written += static_cast<uint64_t>(n);
+    }
+  }
+  auto restart = [&]() -> bool {
+    if (::ftruncate(fd, 0) != 0 || ::lseek(fd, 0, SEEK_SET) != 0) return false;
+    hash = std::make_unique<ContentHash>(metadata.etag, metadata.size);
+    written = 0;
+    return true;
+  };
+  if (written > metadata.size && !restart()) return FileError("truncate", partial);
+  if (written > 0) progress(written);
+
+  std::string url = metadata.location;
+  bool refreshed = false;
+  int failures = 0;
+  while (written < metadata.size) {
+    absl::Status sink_error;
+    bool first = true;
+    const uint64_t before = written;
+    const std::string trace_id = NewTraceId();
+    const HttpRequest request{.method = "GET",
+                              .url = url,
+                              .headers = Headers(url, trace_id),
+                              .range_start = written,
+                              .follow_redirects = true,
+                              .timeout_seconds = settings_.download_timeout_seconds,
+                              .is_transfer = true};
+    const HttpResponse r =
+        http_.Send(request, [&](const char* data, size_t size, const HttpResponse& head) {
+          if (first) {
+            first = false;
+            // A server that ignores Range sends the whole file again.
+            if (head.status == 200 && written > 0 && !restart()) {
+              sink_error = FileError("truncate", partial);
+              return false;
+            }
+            if (head.status == 206) {
+              const std::string range = head.Header("content-range");
+              uint64_t start = 0;
+              absl::string_view v = range;
+              if (!absl::ConsumePrefix(&v, "bytes ") ||
+                  !absl::SimpleAtoi(v.substr(0, v.find('-')), &start) || start != written) {
+                sink_error = absl::DataLossError(absl::StrCat(what, ": asked for bytes from ",
+                                                              written, ", got \"", range, "\""));
+                return false;
+              }
+            }
+          }
+          if (written + size > metadata.size) {
+            sink_error = absl::DataLossError(absl::StrCat(what, ": the hub sent more than the ",
+                                                          metadata.size, " bytes announced"));
+            return false;
+          }
+          if (!WriteAll(fd, data, size)) {
+            sink_error = FileError("write", partial);
+            return false;
+          }
+          hash->Update(data, size);
+          written += size;
+          progress(written);
+          return true;
+        });
+    if (!sink_error.ok()) {
+      if (absl::IsDataLoss(sink_error)) std::remove(partial.c_str());
+      return sink_error;
+    }
+    if (r.cancelled) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
+    if ((r.status == 200 || r.status == 206) && written == metadata.size) break;
+    if (r.status == 416 && written == metadata.size) break;
+    const bool transient = r.status == 0 || r.status == 200 || r.status == 206 || IsRetryable(r);
+    if (r.status == 403 && url != ResolveUrl(repo_id, metadata.commit, path) && !refreshed) {
+      // A presigned URL that expired: ask the hub for a fresh one, once.
+      refreshed = true;
+      absl::StatusOr<FileMetadata> fresh = FetchMetadata(repo_id, metadata.commit, path);
+      if (!fresh.ok()) return fresh.status();
+      if (fresh->etag != metadata.etag) {
+        return absl::DataLossError(absl::StrCat(what, ": the file changed during the download"));
+      }
+      url = fresh->location;
+      continue;
+    }
+    if (!transient) return Error(r, what, trace_id, failures + 1);
+    // Progress resets the count: only consecutive failures without a byte give up.
+    failures = written > before ? 0 : failures + 1;
+    if (failures > settings_.max_retries) {
+      HttpResponse cut;  // a body that keeps ending early is a network failure
+      cut.error = "the connection keeps closing before the end of the file";
+      return Error(r.status == 0 || IsRetryable(r) ? r : cut, what, trace_id, failures);
+    }
+    if (!Backoff(std::max(0, failures - 1), r)) return absl::CancelledError(what + ": cancelled");
+  }
+  if (written != metadata.size) {
+    std::remove(partial.c_str());
+    return absl::DataLossError(
+        absl::StrCat(what, ": got ", written, " bytes, the hub announced ", metadata.size));
+  }
+  const std::string digest = hash->HexDigest();
+  if (digest != metadata.etag) {
+    std::remove(partial.c_str());
+    return absl::DataLossError(absl::StrCat(what, ": content hash ", digest,
+                                            " does not match its etag ", metadata.etag,
+                                            " (corrupt download; nothing was cached)"));
+  }
+  if (::fsync(fd) != 0) return FileError("sync", partial);
+  return absl::OkStatus();
+}
+
+}  // namespace df11::hub

@@ -1,0 +1,223 @@
+#include "daemon/hub/snapshot_download.h"
+
+#include <fnmatch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codec/base/status_macros.h"
+#include "daemon/hub/cache_writer.h"
+#include "daemon/hub/hub_client.h"
+
+namespace df11::hub {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsCachedFile(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);  // follows the snapshot's symlink to its blob
+}
+
+}  // namespace
+
+uint64_t Snapshot::bytes_to_download() const {
+  uint64_t total = 0;
+  for (const SnapshotFile& f : files) total += f.cached ? 0 : f.size;
+  return total;
+}
+
+bool MatchesAny(const std::string& path, const std::vector<std::string>& globs) {
+  if (globs.empty()) return true;
+  for (std::string glob : globs) {
+    if (absl::EndsWith(glob, "/")) glob += "*";
+    if (::fnmatch(glob.c_str(), path.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+SnapshotDownloader::SnapshotDownloader(HubSettings settings) : settings_(std::move(settings)) {}
+
+absl::StatusOr<Snapshot> SnapshotDownloader::ResolveFromCache(
+    const ModelSource& source, const std::vector<std::string>& include, const std::string& reason) {
+  const RepoCache cache(settings_.cache_dir, source.repo_id);
+  Snapshot s{.repo_id = source.repo_id,
+             .revision = source.revision,
+             .commit = source.revision,
+             .directory = "",
+             .files = {},
+             .offline_reason = reason};
+  const std::string what = absl::StrCat(source.repo_id, "@", source.revision);
+  if (!IsCommit(source.revision)) {
+    std::ifstream ref(fs::path(cache.folder()) / "refs" / source.revision);
+    std::stringstream text;
+    text << ref.rdbuf();
+    s.commit = std::string(absl::StripAsciiWhitespace(text.str()));
+    if (!ref || !IsCommit(s.commit)) {
+      return absl::UnavailableError(
+          absl::StrCat(what, " is not in the hub cache ", settings_.cache_dir, " and ", reason));
+    }
+  }
+  s.directory = cache.SnapshotDir(s.commit);
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(s.directory, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!IsCachedFile(it->path().string())) continue;
+    const std::string path = fs::relative(it->path(), s.directory, ec).generic_string();
+    if (!MatchesAny(path, include)) continue;
+    s.files.push_back({.path = path, .size = fs::file_size(it->path(), ec), .cached = true});
+  }
+  if (s.files.empty()) {
+    return absl::UnavailableError(absl::StrCat(what, " (commit ", s.commit,
+                                               ") has no matching files in the hub cache ",
+                                               settings_.cache_dir, " and ", reason));
+  }
+  return s;
+}
+
+absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
+                                                     const std::vector<std::string>& include) {
+  if (settings_.offline) {
+    return ResolveFromCache(source, include, "offline mode is on (HF_HUB_OFFLINE or hub.offline)");
+  }
+  HubClient client(settings_, &stop_);
+  absl::StatusOr<std::string> commit = IsCommit(source.revision)
+                                           ? absl::StatusOr<std::string>(source.revision)
+                                           : client.ResolveCommit(source.repo_id, source.revision);
+  absl::StatusOr<std::vector<RepoFile>> listing =
+      commit.ok() ? client.ListFiles(source.repo_id, *commit) : commit.status();
+  if (!listing.ok()) {
+    // As huggingface_hub: an unreachable hub falls back to the cache; "not found" and auth
+    // errors do not, so that they are seen.
+    if (!absl::IsUnavailable(listing.status())) return listing.status();
+    absl::StatusOr<Snapshot> cached =
+        ResolveFromCache(source, include, std::string(listing.status().message()));
+    if (!cached.ok()) return cached.status();
+    return cached;
+  }
+  const RepoCache cache(settings_.cache_dir, source.repo_id);
+  Snapshot s{.repo_id = source.repo_id,
+             .revision = source.revision,
+             .commit = *commit,
+             .directory = cache.SnapshotDir(*commit),
+             .files = {},
+             .offline_reason = ""};
+  for (const RepoFile& f : *listing) {
+    if (!MatchesAny(f.path, include)) continue;
+    s.files.push_back({.path = f.path,
+                       .size = f.size,
+                       .cached = IsCachedFile(cache.SnapshotPath(s.commit, f.path))});
+  }
+  if (s.files.empty()) {
+    return absl::NotFoundError(absl::StrCat(source.repo_id, "@", source.revision, " (commit ",
+                                            s.commit, ") has no files matching ",
+                                            absl::StrJoin(include, " ")));
+  }
+  if (s.bytes_to_download() > settings_.max_download_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(source.repo_id, "@", source.revision, ": ", s.bytes_to_download(),
+                     " bytes to download is more than the limit of ", settings_.max_download_bytes,
+                     " (hub.max_download_size)"));
+  }
+  DF11_RETURN_IF_ERROR(cache.WriteRef(source.revision, s.commit));
+  DF11_RETURN_IF_ERROR(cache.EnsureCacheDirTag());
+  return s;
+}
+
+absl::Status SnapshotDownloader::FetchFile(const Snapshot& snapshot, const SnapshotFile& file,
+                                           const FetchCallbacks& callbacks, HubClient& client) {
+  const RepoCache cache(settings_.cache_dir, snapshot.repo_id);
+  const std::string target = cache.SnapshotPath(snapshot.commit, file.path);
+  auto ready = [&](uint64_t size) {
+    if (callbacks.progress) callbacks.progress(file.path, size, size);
+    if (callbacks.file_ready) callbacks.file_ready(file.path);
+    return absl::OkStatus();
+  };
+  std::error_code ec;
+  if (IsCachedFile(target)) return ready(fs::file_size(target, ec));
+  if (!snapshot.offline_reason.empty()) {
+    return absl::UnavailableError(absl::StrCat(snapshot.repo_id, "@", snapshot.revision, ": ",
+                                               file.path, " is not in the hub cache and ",
+                                               snapshot.offline_reason));
+  }
+  absl::StatusOr<FileMetadata> metadata =
+      client.FetchMetadata(snapshot.repo_id, snapshot.commit, file.path);
+  if (!metadata.ok()) {
+    if (HubErrorCode(metadata.status()) == "EntryNotFound") {
+      // EntryNotFound at a known commit: remembered as huggingface_hub does.
+      (void)cache.MarkMissing(snapshot.commit, file.path);
+    }
+    return metadata.status();
+  }
+  const std::string blob = cache.BlobPath(metadata->etag);
+  if (!IsCachedFile(blob)) {
+    // One writer per blob across threads and processes; a second one finds the blob done.
+    DF11_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(cache.LockPath(metadata->etag), &stop_));
+    if (!IsCachedFile(blob)) {
+      const std::string partial = cache.IncompletePath(metadata->etag);
+      fs::create_directories(fs::path(partial).parent_path(), ec);
+      if (ec) {
+        return absl::InternalError(absl::StrCat("hub cache: cannot create ",
+                                                fs::path(partial).parent_path().string(), ": ",
+                                                ec.message()));
+      }
+      DF11_RETURN_IF_ERROR(
+          client.Download(snapshot.repo_id, file.path, *metadata, partial, [&](uint64_t bytes) {
+            if (callbacks.progress) callbacks.progress(file.path, bytes, metadata->size);
+          }));
+      fs::rename(partial, blob, ec);
+      if (ec) {
+        return absl::InternalError(
+            absl::StrCat("hub cache: cannot rename ", partial, " to ", blob, ": ", ec.message()));
+      }
+    }
+  }
+  DF11_RETURN_IF_ERROR(cache.LinkSnapshot(snapshot.commit, file.path, metadata->etag));
+  return ready(metadata->size);
+}
+
+absl::Status SnapshotDownloader::Fetch(const Snapshot& snapshot,
+                                       const std::vector<SnapshotFile>& files,
+                                       const FetchCallbacks& callbacks) {
+  std::mutex mu;
+  size_t next = 0;
+  absl::Status first_error;
+  auto work = [&] {
+    HubClient client(settings_, &stop_);
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard lock(mu);
+        if (next >= files.size() || !first_error.ok()) return;
+        i = next++;
+      }
+      if (stop_) {
+        std::lock_guard lock(mu);
+        if (first_error.ok()) first_error = absl::CancelledError("download cancelled");
+        return;
+      }
+      absl::Status status = FetchFile(snapshot, files[i], callbacks, client);
+      if (!status.ok()) {
+        std::lock_guard lock(mu);
+        if (first_error.ok()) first_error = std::move(status);
+        return;
+      }
+    }
+  };
+  const size_t workers =
+      std::min(files.size(), static_cast<size_t>(std::max(1, settings_.max_connections)));
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  return first_error;
+}
+
+}  // namespace df11::hub

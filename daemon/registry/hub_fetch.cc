@@ -1,0 +1,147 @@
+#include "daemon/registry/hub_fetch.h"
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+#include "daemon/runtime/model.h"
+#include "daemon/runtime/model_config.h"
+
+namespace df11::registry {
+namespace {
+
+// What a model load needs from a repository: the top-level JSON files (config, generation
+// config, tokenizer, safetensors index), chat templates and weights. Subfolders (Llama's
+// original/, other formats) are left on the hub.
+const std::vector<std::string> kModelFiles = {"*.json", "*.safetensors", "*.jinja"};
+
+bool IsWeightFile(const std::string& path) { return absl::EndsWith(path, ".safetensors"); }
+
+}  // namespace
+
+HubFetch::HubFetch(const hub::HubSettings& settings) : downloader_(settings) {}
+
+HubFetch::~HubFetch() {
+  Cancel();
+  Join();
+}
+
+void HubFetch::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void HubFetch::RunFetch(std::vector<hub::SnapshotFile> files) {
+  Join();
+  {
+    std::lock_guard lock(mu_);
+    running_ = true;
+  }
+  thread_ = std::thread([this, files = std::move(files)] {
+    absl::Status status =
+        downloader_.Fetch(snapshot_, files,
+                          {.progress =
+                               [this](const std::string& path, uint64_t bytes, uint64_t size) {
+                                 std::lock_guard lock(mu_);
+                                 FileProgress& f = files_[path];
+                                 f.downloaded = bytes;
+                                 f.size = size;
+                               },
+                           .file_ready =
+                               [this](const std::string& path) {
+                                 std::lock_guard lock(mu_);
+                                 if (IsWeightFile(path)) ready_.push_back(path);
+                                 changed_.notify_all();
+                               }});
+    std::lock_guard lock(mu_);
+    running_ = false;
+    if (!status.ok() && error_.ok()) error_ = std::move(status);
+    changed_.notify_all();
+  });
+}
+
+absl::Status HubFetch::Prepare(const hub::ModelSource& source,
+                               const std::function<bool()>& keep_going) {
+  DF11_ASSIGN_OR_RETURN(snapshot_, downloader_.Resolve(source, kModelFiles));
+  std::vector<hub::SnapshotFile> small;
+  for (const hub::SnapshotFile& f : snapshot_.files) {
+    if (f.path.find('/') != std::string::npos) continue;
+    files_[f.path] = FileProgress{.path = f.path, .size = f.size, .downloaded = 0, .placed = 0};
+    (IsWeightFile(f.path) ? weights_ : small).push_back(f);
+  }
+  if (weights_.empty()) {
+    return absl::NotFoundError(absl::StrCat(source.repo_id, "@", source.revision, " (commit ",
+                                            snapshot_.commit, ") has no .safetensors files"));
+  }
+  RunFetch(std::move(small));
+  std::unique_lock lock(mu_);
+  while (running_) {
+    changed_.wait_for(lock, std::chrono::milliseconds(100));
+    if (running_ && !keep_going()) {
+      lock.unlock();
+      Cancel();
+      Join();
+      return absl::CancelledError("load cancelled");
+    }
+  }
+  lock.unlock();
+  Join();
+  return error_;
+}
+
+absl::StatusOr<runtime::ModelEstimate> HubFetch::Estimate() const {
+  bool all_cached = true;
+  for (const hub::SnapshotFile& f : weights_) all_cached = all_cached && f.cached;
+  if (all_cached) return runtime::EstimateModel(snapshot_.directory);
+  runtime::ModelEstimate e;
+  DF11_ASSIGN_OR_RETURN(e.config, runtime::ReadModelConfig(snapshot_.directory));
+  DF11_ASSIGN_OR_RETURN(e.df11, runtime::IsDf11Directory(snapshot_.directory));
+  (e.df11 ? e.unit_bytes : e.plain_bytes) = weight_bytes();
+  return e;
+}
+
+uint64_t HubFetch::weight_bytes() const {
+  uint64_t total = 0;
+  for (const hub::SnapshotFile& f : weights_) total += f.size;
+  return total;
+}
+
+void HubFetch::Start() { RunFetch(weights_); }
+
+absl::StatusOr<std::optional<std::string>> HubFetch::NextReady(std::chrono::milliseconds wait) {
+  std::unique_lock lock(mu_);
+  if (ready_.empty() && error_.ok() && handed_out_ < weights_.size()) {
+    changed_.wait_for(lock, wait, [this] { return !ready_.empty() || !error_.ok(); });
+  }
+  if (!error_.ok()) return error_;
+  if (!ready_.empty()) {
+    std::string path = std::move(ready_.front());
+    ready_.pop_front();
+    ++handed_out_;
+    return std::optional<std::string>(std::move(path));
+  }
+  if (handed_out_ >= weights_.size()) return std::optional<std::string>();
+  return std::optional<std::string>("");
+}
+
+void HubFetch::SetPlaced(const std::string& path, uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  files_[path].placed = bytes;
+}
+
+std::vector<FileProgress> HubFetch::Files() const {
+  std::lock_guard lock(mu_);
+  std::vector<FileProgress> files;
+  for (const auto& [path, f] : files_) {
+    files.push_back(f);
+    files.back().path = path;
+  }
+  return files;
+}
+
+bool HubFetch::downloading() const {
+  std::lock_guard lock(mu_);
+  return running_;
+}
+
+}  // namespace df11::registry

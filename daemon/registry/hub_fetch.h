@@ -1,0 +1,95 @@
+// A hub model's files arriving in the cache while the load places them: the small files (config,
+// tokenizer, chat template) first, then the weight shards downloading in the background, each
+// handed to the load as soon as it is complete and verified, so that load time is about
+// max(download, placement) rather than their sum.
+//
+//   HubFetch fetch(settings);
+//   DF11_RETURN_IF_ERROR(fetch.Prepare(source, keep_going));  // resolve + small files
+//   DF11_ASSIGN_OR_RETURN(ModelEstimate e, fetch.Estimate());
+//   fetch.Start();
+//   while (...) { DF11_ASSIGN_OR_RETURN(auto next, fetch.NextReady(100ms)); ... place *next ... }
+#ifndef DF11_DAEMON_REGISTRY_HUB_FETCH_H_
+#define DF11_DAEMON_REGISTRY_HUB_FETCH_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/hub/cache.h"
+#include "daemon/hub/settings.h"
+#include "daemon/hub/snapshot_download.h"
+#include "daemon/runtime/estimate.h"
+
+namespace df11::registry {
+
+// One file of a load: bytes in the cache and bytes placed in memory so far.
+struct FileProgress {
+  std::string path;
+  uint64_t size = 0;
+  uint64_t downloaded = 0;
+  uint64_t placed = 0;
+};
+
+class HubFetch {
+ public:
+  explicit HubFetch(const hub::HubSettings& settings);
+  ~HubFetch();  // cancels what still runs and waits for it
+  HubFetch(const HubFetch&) = delete;
+  HubFetch& operator=(const HubFetch&) = delete;
+
+  // Resolves `source` and makes every file the model needs except its weights complete in the
+  // cache. `keep_going` is asked every 100 ms; false cancels (kCancelled). Errors: the hub's.
+  absl::Status Prepare(const hub::ModelSource& source, const std::function<bool()>& keep_going);
+
+  const std::string& directory() const { return snapshot_.directory; }
+  const std::string& commit() const { return snapshot_.commit; }
+
+  // What the model will take, before its weights arrive: exact when every weight file is already
+  // in the cache; otherwise config.json and the weight files' sizes from the hub's listing (their
+  // few KB of headers included, so it is an upper bound).
+  absl::StatusOr<runtime::ModelEstimate> Estimate() const;
+
+  // Starts downloading the weight files in the background.
+  void Start();
+  // The next weight file that is complete in the snapshot, waiting up to `wait`: "" when none
+  // became ready, nullopt when all have been handed out. The download's error once it failed.
+  absl::StatusOr<std::optional<std::string>> NextReady(std::chrono::milliseconds wait);
+  // Records that `bytes` of `path` are placed.
+  void SetPlaced(const std::string& path, uint64_t bytes);
+  std::vector<FileProgress> Files() const;
+  uint64_t weight_bytes() const;
+  bool downloading() const;
+  void Cancel() { downloader_.Cancel(); }
+
+ private:
+  // Fetches `files` on the background thread.
+  void RunFetch(std::vector<hub::SnapshotFile> files);
+  void Join();
+
+  hub::SnapshotDownloader downloader_;
+  hub::Snapshot snapshot_;
+  std::vector<hub::SnapshotFile> weights_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::map<std::string, FileProgress> files_;
+  std::deque<std::string> ready_;  // weight files complete and not yet handed out
+  size_t handed_out_ = 0;
+  bool running_ = false;
+  absl::Status error_;
+  std::thread thread_;
+};
+
+}  // namespace df11::registry
+
+#endif  // DF11_DAEMON_REGISTRY_HUB_FETCH_H_
