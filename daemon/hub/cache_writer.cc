@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -26,7 +27,11 @@ absl::Status FsError(const std::string& what, const fs::path& path, const std::e
 }
 
 std::string RandomHex8() {
-  thread_local std::mt19937 rng(std::random_device{}());
+  // Not thread_local: a 5 KB engine in static TLS would take it from every thread's stack,
+  // including the small ones of the metrics server.
+  static std::mutex mu;
+  static std::mt19937 rng(std::random_device{}());
+  std::lock_guard lock(mu);
   return absl::StrFormat("%08x", rng());
 }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -48,8 +49,16 @@ bool IsRetryable(const HttpResponse& r) {
 }
 
 std::string NewTraceId() {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  const uint64_t a = rng(), b = rng();
+  // Not thread_local: a static TLS engine is carved out of every thread's stack, and the
+  // metrics server's threads have little.
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  uint64_t a, b;
+  {
+    std::lock_guard lock(mu);
+    a = rng();
+    b = rng();
+  }
   // A version-4 UUID, as huggingface_hub sends in X-Amzn-Trace-Id.
   return absl::StrFormat("%08x-%04x-4%03x-%04x-%012x", a >> 32, (a >> 16) & 0xffff, a & 0xfff,
                          0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);

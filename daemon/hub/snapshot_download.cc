@@ -70,7 +70,8 @@ absl::StatusOr<Snapshot> SnapshotDownloader::ResolveFromCache(
   for (fs::recursive_directory_iterator it(s.directory, ec), end; !ec && it != end;
        it.increment(ec)) {
     if (!IsCachedFile(it->path().string())) continue;
-    const std::string path = fs::relative(it->path(), s.directory, ec).generic_string();
+    // Lexically: fs::relative would follow the link to its blob.
+    const std::string path = it->path().lexically_relative(s.directory).generic_string();
     if (!MatchesAny(path, include)) continue;
     s.files.push_back({.path = path, .size = fs::file_size(it->path(), ec), .cached = true});
   }

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/daemon/daemon_process.h"
+#include "tests/hub/fake_hub.h"
 #include "tests/testing/status_matchers.h"
 
 namespace df11 {
@@ -131,6 +132,26 @@ std::string MakeSparseModel(const std::string& root, int64_t vocab) {
 
 constexpr char kHubRepo[] = "test-org/demo-df11";
 constexpr char kHubCommit[] = "4f1c2a9e7b3d5f60718293a4b5c6d7e8f9a0b1c2";
+// The demo model on the fake hub that the test daemon downloads from.
+constexpr char kFakeHubRepo[] = "test-org/demo-hub";
+
+std::string FileBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Every file of `dir` as fake hub files (safetensors as LFS, served from disk).
+std::vector<testing::FakeFile> HubFiles(const std::string& dir) {
+  std::vector<testing::FakeFile> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    files.push_back({.path = name,
+                     .content = "",
+                     .disk_path = e.path().string(),
+                     .lfs = e.path().extension() == ".safetensors"});
+  }
+  return files;
+}
 
 struct Generated {
   absl::Status status;
@@ -174,9 +195,9 @@ v1::GenerateRequest TextRequest(const std::string& model, const std::string& pro
 // What `df11 generate` makes offline for the same model, prompt and sampling.
 nlohmann::json Offline(const std::string& dir, const std::string& prompt, int seed,
                        int max_tokens) {
-  const std::string out = MustRun(absl::StrCat(
-      Tool(), " generate ", dir, " --prompt '", prompt, "' --temperature 0.8 --top-k 40 --seed ",
-      seed, " --max-tokens ", max_tokens, " --json"));
+  const std::string out = MustRun(absl::StrCat(Tool(), " generate ", dir, " --prompt '", prompt,
+                                               "' --temperature 0.8 --top-k 40 --seed ", seed,
+                                               " --max-tokens ", max_tokens, " --json"));
   return nlohmann::json::parse(out.substr(out.find('{')));
 }
 
@@ -188,7 +209,8 @@ std::string BaseConfig(const std::string& extra) {
   return absl::StrCat(R"(devices: [cpu]
 cpu_threads: 2
 preload:
-  - source: )", kDemo, R"(
+  - source: )",
+                      kDemo, R"(
     name: demo
     pin: true
 limits:
@@ -209,9 +231,13 @@ class DaemonTest : public ::testing::Test {
     llama_ = new std::string(MakeModel(*root_, "llama", "llama", /*df11=*/false, 3));
     qwen2_ = new std::string(MakeModel(*root_, "qwen2", "qwen2", /*df11=*/true, 4));
     MakeHubCache(*root_ + "/hub", kHubRepo, kHubCommit, kDemo);
+    fake_hub_ = new testing::FakeHub();
+    fake_hub_commit_ = new std::string(fake_hub_->AddCommit(kFakeHubRepo, "main", HubFiles(kDemo)));
     daemon_ = new DaemonProcess();
     const absl::Status started =
-        daemon_->Start(BaseConfig(absl::StrCat("hub:\n  cache_dir: ", *root_, "/hub\n")), *root_);
+        daemon_->Start(BaseConfig(absl::StrCat("hub:\n  cache_dir: ", *root_,
+                                               "/hub\n  endpoint: ", fake_hub_->endpoint(), "\n")),
+                       *root_);
     ASSERT_TRUE(started.ok()) << started;
     client_ = client::Df11Client::Connect(daemon_->address())->release();
     for (const auto& [name, dir] : {std::pair{"llama", *llama_}, std::pair{"qwen2", *qwen2_}}) {
@@ -227,6 +253,7 @@ class DaemonTest : public ::testing::Test {
     delete client_;
     EXPECT_EQ(daemon_->Terminate(), 0);
     delete daemon_;
+    delete fake_hub_;
     fs::remove_all(*root_);
   }
 
@@ -235,9 +262,13 @@ class DaemonTest : public ::testing::Test {
   static std::string* qwen2_;
   static DaemonProcess* daemon_;
   static client::Df11Client* client_;
+  static testing::FakeHub* fake_hub_;
+  static std::string* fake_hub_commit_;
 };
 
 std::string* DaemonTest::root_;
+testing::FakeHub* DaemonTest::fake_hub_;
+std::string* DaemonTest::fake_hub_commit_;
 std::string* DaemonTest::llama_;
 std::string* DaemonTest::qwen2_;
 DaemonProcess* DaemonTest::daemon_;
@@ -253,8 +284,8 @@ TEST_F(DaemonTest, HealthAndReflectionAnswer) {
 TEST_F(DaemonTest, ConcurrentStreamsAcrossModelsMatchOfflineGeneration) {
   const std::vector<std::pair<std::string, std::string>> models = {
       {"demo", kDemo}, {"llama", *llama_}, {"qwen2", *qwen2_}};
-  const std::vector<std::string> prompts = {"def main(", "import os", "class Foo:",
-                                            "The quick brown fox jumps over the lazy dog"};
+  const std::vector<std::string> prompts = {
+      "def main(", "import os", "class Foo:", "The quick brown fox jumps over the lazy dog"};
   constexpr int kStreams = 32, kTokens = 12;
   std::vector<Generated> results(kStreams);
   std::vector<std::thread> threads;
@@ -272,8 +303,7 @@ TEST_F(DaemonTest, ConcurrentStreamsAcrossModelsMatchOfflineGeneration) {
     const auto& [name, dir] = models[i % models.size()];
     SCOPED_TRACE(absl::StrCat("stream ", i, " on ", name));
     ASSERT_TRUE(results[i].status.ok()) << results[i].status;
-    const nlohmann::json expected =
-        Offline(dir, prompts[i % prompts.size()], 100 + i, kTokens);
+    const nlohmann::json expected = Offline(dir, prompts[i % prompts.size()], 100 + i, kTokens);
     EXPECT_EQ(results[i].token_ids, expected["token_ids"].get<std::vector<int32_t>>());
     EXPECT_EQ(results[i].text, expected["text"].get<std::string>());
     EXPECT_EQ(results[i].usage.completion_tokens(), static_cast<int>(results[i].token_ids.size()));
@@ -370,8 +400,7 @@ TEST_F(DaemonTest, BadRequestsGetTheRightCodesAndTheDaemonKeepsServing) {
                   fs::file_size(corrupt + "/model_layers_1.safetensors") / 2);
   v1::LoadModelRequest load;
   load.set_source(corrupt);
-  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
-              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(), StatusIs(absl::StatusCode::kDataLoss));
   absl::StatusOr<v1::ModelInfo> failed = client_->GetModel("corrupt");
   ASSERT_TRUE(failed.ok()) << failed.status();
   EXPECT_EQ(failed->state(), v1::MODEL_STATE_FAILED);
@@ -383,9 +412,9 @@ TEST_F(DaemonTest, BadRequestsGetTheRightCodesAndTheDaemonKeepsServing) {
   EXPECT_TRUE(client_->UnloadModel(unload).ok());
   load.set_source(*root_ + "/does-not-exist");
   EXPECT_THAT(client_->LoadModel(load, nullptr).status(), StatusIs(absl::StatusCode::kNotFound));
-  load.set_source("some-org/not-cached@main");
+  load.set_source("some-org/not-on-the-hub@main");
   EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("hub cache")));
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("repository not found")));
 
   // Still serving.
   const Generated ok = Generate(*client_, TextRequest("demo", "def f(", 7, 4));
@@ -451,9 +480,8 @@ TEST_F(DaemonTest, ClientCancellationStopsTheWork) {
   v1::GenerateRequest r = TextRequest("qwen2", "import os", 1, 1000);
   r.set_ignore_eos(true);
   int messages = 0;
-  const Generated g = Generate(*client_, r, [&](const v1::GenerateResponse&) {
-    return ++messages < 3;
-  });
+  const Generated g =
+      Generate(*client_, r, [&](const v1::GenerateResponse&) { return ++messages < 3; });
   EXPECT_THAT(g.status, StatusIs(absl::StatusCode::kCancelled));
   v1::NodeStatus status;
   for (int i = 0; i < 500; ++i) {
@@ -496,33 +524,176 @@ TEST_F(DaemonTest, AHotModelDoesNotStarveAnother) {
 }
 
 TEST_F(DaemonTest, LoadsAHubIdFromTheSharedCacheWithoutNetwork) {
+  // An offline daemon on the cache a huggingface_hub-layout copy was put in.
+  const std::string dir = testing::MakeTempDir();
+  DaemonProcess offline;
+  ASSERT_TRUE(offline
+                  .Start(BaseConfig(absl::StrCat("hub:\n  cache_dir: ", *root_,
+                                                 "/hub\n  endpoint: http://127.0.0.1:1\n"
+                                                 "  offline: true\n")),
+                         dir)
+                  .ok());
+  std::unique_ptr<client::Df11Client> client = *client::Df11Client::Connect(offline.address());
   v1::LoadModelRequest load;
   load.set_source(kHubRepo);
-  absl::StatusOr<v1::LoadModelProgress> done = client_->LoadModel(load, nullptr);
+  absl::StatusOr<v1::LoadModelProgress> done = client->LoadModel(load, nullptr);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->model().state(), v1::MODEL_STATE_READY);
   EXPECT_EQ(done->model().name(), kHubRepo);
   EXPECT_EQ(done->model().resolved_revision(), kHubCommit);
   // The same weights as the demo model: the same tokens.
-  const Generated hub = Generate(*client_, TextRequest(kHubRepo, "def main(", 9, 6));
+  const Generated hub = Generate(*client, TextRequest(kHubRepo, "def main(", 9, 6));
   const Generated local = Generate(*client_, TextRequest("demo", "def main(", 9, 6));
   ASSERT_TRUE(hub.status.ok()) << hub.status;
   EXPECT_EQ(hub.token_ids, local.token_ids);
 
   load.set_source(absl::StrCat(kHubRepo, "@", kHubCommit));
   load.set_name("by-commit");
-  done = client_->LoadModel(load, nullptr);
+  done = client->LoadModel(load, nullptr);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->model().resolved_revision(), kHubCommit);
   load.set_source(absl::StrCat(kHubRepo, "@v2"));
   load.set_name("by-tag");
-  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
+  EXPECT_THAT(client->LoadModel(load, nullptr).status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("v2")));
   for (const char* name : {kHubRepo, "by-commit"}) {
     v1::UnloadModelRequest unload;
     unload.set_name(name);
-    EXPECT_TRUE(client_->UnloadModel(unload).ok()) << name;
+    EXPECT_TRUE(client->UnloadModel(unload).ok()) << name;
   }
+  EXPECT_EQ(offline.Terminate(), 0);
+  fs::remove_all(dir);
+}
+
+TEST_F(DaemonTest, LoadsAModelFromTheHubWhileItDownloads) {
+  // Slow enough that placing the first shards overlaps downloading the others.
+  fake_hub_->SetThrottle(8 << 20);
+  v1::LoadModelRequest load;
+  load.set_source(kFakeHubRepo);
+  std::vector<v1::LoadModelProgress> messages;
+  absl::StatusOr<v1::LoadModelProgress> done =
+      client_->LoadModel(load, [&](const v1::LoadModelProgress& p) { messages.push_back(p); });
+  fake_hub_->SetThrottle(0);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->model().state(), v1::MODEL_STATE_READY);
+  EXPECT_EQ(done->model().resolved_revision(), *fake_hub_commit_);
+  // Some shard was placed while another was still downloading.
+  bool overlapped = false;
+  for (const v1::LoadModelProgress& p : messages) {
+    bool placing = false, downloading = false;
+    for (const v1::LoadFileProgress& f : p.files()) {
+      placing = placing || f.bytes_placed() > 0;
+      downloading = downloading || f.bytes_downloaded() < f.size();
+    }
+    overlapped = overlapped || (placing && downloading);
+  }
+  EXPECT_TRUE(overlapped) << messages.size() << " progress messages";
+  // The same weights as the local demo model: the same tokens.
+  const Generated hub = Generate(*client_, TextRequest(kFakeHubRepo, "def main(", 9, 6));
+  const Generated local = Generate(*client_, TextRequest("demo", "def main(", 9, 6));
+  ASSERT_TRUE(hub.status.ok()) << hub.status;
+  EXPECT_EQ(hub.token_ids, local.token_ids);
+  v1::UnloadModelRequest unload;
+  unload.set_name(kFakeHubRepo);
+  EXPECT_TRUE(client_->UnloadModel(unload).ok());
+
+  // df11ctl load, now from the cache: nothing is downloaded again.
+  fake_hub_->ClearRequests();
+  const std::string ctl = absl::StrCat(DF11CTL_BINARY, " --addr ", daemon_->address(), " ");
+  MustRun(absl::StrCat(ctl, "load ", kFakeHubRepo, " --name via-ctl"));
+  for (const testing::FakeHub::Request& r : fake_hub_->requests()) {
+    EXPECT_NE(r.server, "cdn") << r.path;
+  }
+  EXPECT_EQ(Generate(*client_, TextRequest("via-ctl", "def main(", 9, 6)).token_ids,
+            local.token_ids);
+  unload.set_name("via-ctl");
+  EXPECT_TRUE(client_->UnloadModel(unload).ok());
+}
+
+TEST_F(DaemonTest, HubErrorsReachTheClientWithTheirCodes) {
+  fake_hub_->SetGated("test-org/gated", "hf_secret");
+  fake_hub_->AddCommit("test-org/gated", "main", HubFiles(kDemo));
+  v1::LoadModelRequest load;
+  load.set_source("test-org/gated");
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("gated")));
+  load.set_source(absl::StrCat(kFakeHubRepo, "@no-such-branch"));
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no-such-branch")));
+  // A corrupt shard: DATA_LOSS, and nothing of it enters the cache.
+  fake_hub_->AddCommit("test-org/corrupt", "main", HubFiles(kDemo));
+  fake_hub_->ServeCorrupt("test-org/corrupt", "model_layers_2.safetensors",
+                          std::string(1066805, 'x'));
+  load.set_source("test-org/corrupt");
+  EXPECT_THAT(client_->LoadModel(load, nullptr).status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("does not match its etag")));
+  std::error_code ec;
+  for (const auto& e :
+       fs::recursive_directory_iterator(*root_ + "/hub/models--test-org--corrupt/snapshots", ec)) {
+    EXPECT_NE(e.path().filename(), "model_layers_2.safetensors");
+  }
+  // Still serving.
+  EXPECT_TRUE(Generate(*client_, TextRequest("demo", "def f(", 7, 2)).status.ok());
+}
+
+TEST_F(DaemonTest, AKilledDaemonResumesItsDownloadAfterRestart) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string cache = dir + "/hub";
+  const std::string config =
+      BaseConfig(absl::StrCat("hub:\n  cache_dir: ", cache, "\n  endpoint: ", fake_hub_->endpoint(),
+                              "\n  max_connections: 1\n"));
+  fake_hub_->AddCommit("test-org/resume", "main", HubFiles(kDemo));
+  fake_hub_->SetThrottle(1 << 20);
+  auto daemon = std::make_unique<DaemonProcess>();
+  ASSERT_TRUE(daemon->Start(config, dir).ok());
+  std::thread loader([address = daemon->address()] {
+    auto client = *client::Df11Client::Connect(address);
+    v1::LoadModelRequest load;
+    load.set_source("test-org/resume");
+    (void)client->LoadModel(load, nullptr);  // ends when the daemon dies
+  });
+  // Wait until the first shard is partly downloaded, then kill -9.
+  const fs::path blobs = fs::path(cache) / "models--test-org--resume" / "blobs";
+  bool partial = false;
+  for (int i = 0; i < 200 && !partial; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(blobs, ec)) {
+      partial = partial || (e.path().extension() == ".incomplete" && fs::file_size(e.path()) > 0);
+    }
+  }
+  ASSERT_TRUE(partial);
+  ::kill(daemon->pid(), SIGKILL);
+  loader.join();
+  daemon.reset();
+  fake_hub_->SetThrottle(0);
+
+  daemon = std::make_unique<DaemonProcess>();
+  ASSERT_TRUE(daemon->Start(config, dir).ok());
+  auto client = *client::Df11Client::Connect(daemon->address());
+  v1::LoadModelRequest load;
+  load.set_source("test-org/resume");
+  absl::StatusOr<v1::LoadModelProgress> done = client->LoadModel(load, nullptr);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->model().state(), v1::MODEL_STATE_READY);
+  // Every shard was sent about once: the partial one was resumed, not restarted.
+  int64_t sent = 0, size = 0;
+  for (const auto& e : fs::directory_iterator(kDemo)) {
+    if (e.path().extension() != ".safetensors") continue;
+    sent += fake_hub_->body_bytes_sent("test-org/resume", e.path().filename().string());
+    size += static_cast<int64_t>(fs::file_size(e.path()));
+    // The cached blob is the file itself.
+    EXPECT_TRUE(FileBytes(fs::path(cache) / "models--test-org--resume" / "snapshots" /
+                          done->model().resolved_revision() / e.path().filename()) ==
+                FileBytes(e.path()))
+        << e.path();
+  }
+  EXPECT_LT(sent, size + (1 << 20)) << "sent " << sent << " of " << size;
+  for (const auto& e : fs::directory_iterator(blobs)) {
+    EXPECT_NE(e.path().extension(), ".incomplete") << e.path();
+  }
+  EXPECT_EQ(daemon->Terminate(), 0);
+  fs::remove_all(dir);
 }
 
 TEST_F(DaemonTest, CancellingALoadFreesWhatItPlaced) {
@@ -592,16 +763,18 @@ TEST_F(DaemonTest, Df11ctlDrivesTheDaemon) {
   for (const auto& m : list["models"]) names.push_back(m["name"]);
   EXPECT_THAT(names, ::testing::IsSupersetOf({"demo", "llama", "qwen2"}));
 
-  const std::string out = MustRun(
-      ctl + "generate demo --prompt 'def main(' --temperature 0.8 --top-k 40 --seed 5 "
-            "--max-tokens 8 --json");
+  const std::string out =
+      MustRun(ctl +
+              "generate demo --prompt 'def main(' --temperature 0.8 --top-k 40 --seed 5 "
+              "--max-tokens 8 --json");
   const nlohmann::json generated = nlohmann::json::parse(out.substr(out.find('{')));
   const nlohmann::json offline = Offline(kDemo, "def main(", 5, 8);
   EXPECT_EQ(generated["token_ids"], offline["token_ids"]);
   EXPECT_EQ(generated["text"], offline["text"]);
   EXPECT_EQ(generated["finish_reason"], offline["finish_reason"]);
 
-  const nlohmann::json estimate = nlohmann::json::parse(MustRun(ctl + "estimate " + kDemo + " --json"));
+  const nlohmann::json estimate =
+      nlohmann::json::parse(MustRun(ctl + "estimate " + kDemo + " --json"));
   EXPECT_EQ(estimate["architecture"], "Qwen3ForCausalLM");
   const nlohmann::json status = nlohmann::json::parse(MustRun(ctl + "status --json"));
   EXPECT_EQ(status["devices"][0]["device"], "cpu");
@@ -678,10 +851,10 @@ TEST_F(DaemonBudgetTest, WithoutEvictionAnOverBudgetLoadFailsWithTheNumbers) {
   ASSERT_TRUE(daemon.Start(Config("none"), root_).ok());
   auto client = *client::Df11Client::Connect(daemon.address());
   ASSERT_TRUE(client->LoadModel(Load(llama_, "llama"), nullptr).ok());
-  EXPECT_THAT(client->LoadModel(Load(qwen2_, "qwen2"), nullptr).status(),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       ::testing::AllOf(HasSubstr("needs"), HasSubstr("free"),
-                                        HasSubstr("evictable"))));
+  EXPECT_THAT(
+      client->LoadModel(Load(qwen2_, "qwen2"), nullptr).status(),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               ::testing::AllOf(HasSubstr("needs"), HasSubstr("free"), HasSubstr("evictable"))));
   EXPECT_TRUE(client->GetModel("llama").ok());
   EXPECT_THAT(client->GetModel("qwen2").status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_EQ(daemon.Terminate(), 0);
