@@ -15,6 +15,8 @@ export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/df11-ccache}"
 configure_build_test() {
   local dir=$1 label=$2; shift 2
   echo "== $dir: $*"
+  # Before configuring: the hub interop test is registered only when its venv exists.
+  bash tools/install-test-python.sh "$dir/venv-hub"
   cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
   cmake --build "$dir" -j"$jobs"
   if [ -n "$label" ]; then

@@ -88,7 +88,19 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
   if (settings_.offline) {
     return ResolveFromCache(source, include, "offline mode is on (HF_HUB_OFFLINE or hub.offline)");
   }
-  HubClient client(settings_, &stop_);
+  // As huggingface_hub: with a copy in the cache, an unreachable hub is not retried; the
+  // cache answers at once.
+  HubSettings first_try = settings_;
+  const RepoCache repo_cache(settings_.cache_dir, source.repo_id);
+  std::error_code ec;
+  const bool cached =
+      IsCommit(source.revision)
+          ? fs::is_directory(repo_cache.SnapshotDir(source.revision), ec)
+          : fs::is_regular_file(fs::path(repo_cache.folder()) / "refs" / source.revision, ec);
+  if (cached) {
+    first_try.max_retries = 0;
+  }
+  HubClient client(first_try, &stop_);
   absl::StatusOr<std::string> commit = IsCommit(source.revision)
                                            ? absl::StatusOr<std::string>(source.revision)
                                            : client.ResolveCommit(source.repo_id, source.revision);
