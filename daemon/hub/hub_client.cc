@@ -142,6 +142,14 @@ class ContentHash {
   bool git_ = false;
 };
 
+// json[key] when `json` is an object holding a string there, else "" (json::value throws on a
+// field of another type, and these answers come from the network).
+std::string StringField(const nlohmann::json& json, const char* key) {
+  if (!json.is_object()) return "";
+  auto it = json.find(key);
+  return it != json.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 absl::Status FileError(const std::string& what, const std::string& path) {
   return absl::InternalError(
       absl::StrCat("hub cache: cannot ", what, " ", path, ": ", std::strerror(errno)));
@@ -275,19 +283,24 @@ absl::Status HubClient::Classify(const HttpResponse& r, const std::string& what,
   return absl::UnknownError(absl::StrCat(what, ": unexpected answer", details));
 }
 
+HttpResponse HubClient::ApiGet(const std::string& url, std::string* trace_id) {
+  return SendWithRetries({.method = "GET",
+                          .url = url,
+                          .headers = {},
+                          .range_start = 0,
+                          .follow_redirects = true,
+                          .timeout_seconds = settings_.etag_timeout_seconds,
+                          .is_transfer = false},
+                         trace_id);
+}
+
 absl::StatusOr<std::string> HubClient::ResolveCommit(const std::string& repo_id,
                                                      const std::string& revision) {
   const std::string what = absl::StrCat(repo_id, "@", revision);
   std::string trace_id;
-  HttpResponse r = SendWithRetries({.method = "GET",
-                                    .url = absl::StrCat(settings_.endpoint, "/api/models/", repo_id,
-                                                        "/revision/", PercentEncode(revision)),
-                                    .headers = {},
-                                    .range_start = 0,
-                                    .follow_redirects = true,
-                                    .timeout_seconds = settings_.etag_timeout_seconds,
-                                    .is_transfer = false},
-                                   &trace_id);
+  const HttpResponse r = ApiGet(absl::StrCat(settings_.endpoint, "/api/models/", repo_id,
+                                             "/revision/", PercentEncode(revision)),
+                                &trace_id);
   if (r.status != 200) return Error(r, what, trace_id, settings_.max_retries + 1);
   const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("sha") || !j["sha"].is_string() ||
@@ -309,14 +322,7 @@ absl::StatusOr<std::vector<RepoFile>> HubClient::ListFiles(const std::string& re
       return absl::DataLossError(absl::StrCat(what, ": more than ", kMaxTreePages, " pages"));
     }
     std::string trace_id;
-    HttpResponse r = SendWithRetries({.method = "GET",
-                                      .url = url,
-                                      .headers = {},
-                                      .range_start = 0,
-                                      .follow_redirects = true,
-                                      .timeout_seconds = settings_.etag_timeout_seconds,
-                                      .is_transfer = false},
-                                     &trace_id);
+    const HttpResponse r = ApiGet(url, &trace_id);
     if (r.status != 200) return Error(r, what, trace_id, settings_.max_retries + 1);
     const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
     if (!j.is_array()) {
@@ -324,16 +330,16 @@ absl::StatusOr<std::vector<RepoFile>> HubClient::ListFiles(const std::string& re
           absl::StrCat(what, ": the answer is not a JSON array (request id ", trace_id, ")"));
     }
     for (const nlohmann::json& e : j) {
-      if (!e.is_object() || e.value("type", "") != "file") continue;
+      if (StringField(e, "type") != "file") continue;
       RepoFile f;
-      f.path = e.value("path", "");
+      f.path = StringField(e, "path");
       if (!IsRepoFilePath(f.path)) {
         return absl::DataLossError(
             absl::StrCat(what, ": the hub listed a file path that leaves the repository: \"",
                          f.path.substr(0, 200), "\""));
       }
       if (e.contains("size") && e["size"].is_number_unsigned()) f.size = e["size"].get<uint64_t>();
-      if (e.contains("lfs") && e["lfs"].is_object()) f.lfs_sha256 = e["lfs"].value("oid", "");
+      if (e.contains("lfs")) f.lfs_sha256 = StringField(e["lfs"], "oid");
       files.push_back(std::move(f));
     }
     url = NextLink(r.Header("link"));

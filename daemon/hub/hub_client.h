@@ -78,6 +78,8 @@ class HubClient {
  private:
   // The standard headers; the token only when `url` is on the endpoint's origin.
   std::vector<std::string> Headers(const std::string& url, const std::string& trace_id) const;
+  // GET of a hub API URL (JSON), with retries.
+  HttpResponse ApiGet(const std::string& url, std::string* trace_id);
   // Sends with retries (not for transfers, which resume instead).
   HttpResponse SendWithRetries(HttpRequest request, std::string* trace_id);
   // Sleeps before retry `attempt` (0-based), as long as the response asks; false if cancelled.
