@@ -241,8 +241,8 @@ TEST_F(HubClientTest, GatedRepoNeedsAnApprovedToken) {
   ASSERT_THAT(Download(settings, Hub(kRepo)), IsOk());
   // The token went to the hub and never to the CDN.
   for (const FakeHub::Request& r : hub_.requests()) {
-    if (r.server == "hub") EXPECT_EQ(r.authorization, "Bearer hf_good") << r.path;
-    if (r.server == "cdn") EXPECT_EQ(r.authorization, "") << r.path;
+    const std::string expected = r.server == "hub" ? "Bearer hf_good" : "";
+    EXPECT_EQ(r.authorization, expected) << r.server << " " << r.path;
   }
   EXPECT_FALSE(Requests("cdn", "GET").empty());
 }
