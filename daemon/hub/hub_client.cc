@@ -27,6 +27,7 @@
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "codec/base/status_macros.h"
+#include "daemon/hub/blob_writer.h"
 #include "daemon/hub/cache.h"
 
 #ifndef DF11_VERSION
@@ -153,18 +154,6 @@ std::string StringField(const nlohmann::json& json, const char* key) {
 absl::Status FileError(const std::string& what, const std::string& path) {
   return absl::InternalError(
       absl::StrCat("hub cache: cannot ", what, " ", path, ": ", std::strerror(errno)));
-}
-
-// Writes all of `data` to `fd`.
-bool WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
@@ -410,33 +399,33 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
                                                      " bytes is more than the limit of ",
                                                      settings_.max_file_bytes, " per file"));
   }
-  const int fd = ::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-  if (fd < 0) return FileError("open", partial);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  absl::StatusOr<std::unique_ptr<BlobWriter>> opened = BlobWriter::Open(partial);
+  if (!opened.ok()) return opened.status();
+  BlobWriter& file = **opened;
 
   // What an earlier, interrupted download left is hashed first, then resumed.
   auto hash = std::make_unique<ContentHash>(metadata.etag, metadata.size);
   uint64_t written = 0;
   {
     std::vector<char> buffer(1 << 20);
-    for (;;) {
-      const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-      if (n < 0) return FileError("read", partial);
-      if (n == 0) break;
+    while (written < file.size()) {
+      const ssize_t n = ::pread(file.fd(), buffer.data(),
+                                std::min<uint64_t>(buffer.size(), file.size() - written),
+                                static_cast<off_t>(written));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return FileError("read", partial);
       hash->Update(buffer.data(), static_cast<size_t>(n));
       written += static_cast<uint64_t>(n);
     }
   }
-  auto restart = [&]() -> bool {
-    if (::ftruncate(fd, 0) != 0 || ::lseek(fd, 0, SEEK_SET) != 0) return false;
+  auto restart = [&]() -> absl::Status {
     hash = std::make_unique<ContentHash>(metadata.etag, metadata.size);
     written = 0;
-    return true;
+    return file.Truncate();
   };
-  if (written > metadata.size && !restart()) return FileError("truncate", partial);
+  if (written > metadata.size) {
+    if (absl::Status s = restart(); !s.ok()) return s;
+  }
   if (written > 0) progress(written);
 
   std::string url = metadata.location;
@@ -459,9 +448,9 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
           if (first) {
             first = false;
             // A server that ignores Range sends the whole file again.
-            if (head.status == 200 && written > 0 && !restart()) {
-              sink_error = FileError("truncate", partial);
-              return false;
+            if (head.status == 200 && written > 0) {
+              sink_error = restart();
+              if (!sink_error.ok()) return false;
             }
             if (head.status == 206) {
               const std::string range = head.Header("content-range");
@@ -480,10 +469,8 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
                                                           metadata.size, " bytes announced"));
             return false;
           }
-          if (!WriteAll(fd, data, size)) {
-            sink_error = FileError("write", partial);
-            return false;
-          }
+          sink_error = file.Append(data, size);
+          if (!sink_error.ok()) return false;
           hash->Update(data, size);
           written += size;
           progress(written);
@@ -493,6 +480,9 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
       if (absl::IsDataLoss(sink_error)) std::remove(partial.c_str());
       return sink_error;
     }
+    // Whatever ended the transfer, what arrived is kept, so that a retry or a later download
+    // resumes after it.
+    if (absl::Status s = file.Flush(); !s.ok()) return s;
     if (r.cancelled) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
     if ((r.status == 200 || r.status == 206) && written == metadata.size) break;
     if (r.status == 416 && written == metadata.size) break;
@@ -530,8 +520,7 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
                                             " does not match its etag ", metadata.etag,
                                             " (corrupt download; nothing was cached)"));
   }
-  if (::fsync(fd) != 0) return FileError("sync", partial);
-  return absl::OkStatus();
+  return file.Sync();
 }
 
 }  // namespace df11::hub

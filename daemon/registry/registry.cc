@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codec/base/status_macros.h"
 #include "daemon/hub/cache.h"
+#include "daemon/registry/page_cache.h"
 #include "daemon/runtime/estimate.h"
 #include "daemon/runtime/generator.h"
 
@@ -92,7 +92,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
                                          const LoadProgressFn& progress) {
   const auto started = std::chrono::steady_clock::now();
   auto cancelled = [&](LoadProgress::Phase phase, uint64_t done, uint64_t total) {
-    return !progress(LoadProgress{phase, done, total});
+    return !progress(LoadProgress{phase, done, total, {}});
   };
   if (!request.device.empty() && request.device != device_name_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -219,7 +219,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   if (metrics_ != nullptr) metrics_->ModelLoad("ok", seconds);
   ModelInfo info = InfoLocked(e);
   lock.unlock();
-  progress(LoadProgress{LoadProgress::Phase::kDone, 0, 0});
+  progress(LoadProgress{LoadProgress::Phase::kDone, 0, 0, {}});
   return info;
 }
 
@@ -228,11 +228,9 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
                                                                    const std::string& revision,
                                                                    HubFetch* fetch,
                                                                    const LoadProgressFn& progress) {
-  // Read every weight file once, so the model is in memory before its first request and the
-  // caller sees the progress; then map and validate them. A hub model's files are read as each
-  // one completes, while the others still download.
-  // Small enough to stay in the CPU cache: reading then costs about what `cat` costs.
-  std::vector<char> buffer(256 << 10);
+  // Bring every weight file into memory once, so the model is resident before its first request
+  // and the caller sees the progress; then map and validate them. A hub model's files are placed
+  // as each one completes, while the others still download.
   uint64_t total = 0, placed_before = 0;
   auto report = [&](uint64_t placed) {
     LoadProgress p{.phase = LoadProgress::Phase::kPlacing,
@@ -252,18 +250,13 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
     return progress(p);
   };
   auto place = [&](const fs::path& file) -> absl::Status {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", file.string()));
-    uint64_t done = 0, reported = 0;
-    while (in) {
-      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-      done += static_cast<uint64_t>(in.gcount());
-      if (done - reported < kReportBytes && in) continue;
-      reported = done;
-      if (fetch != nullptr) fetch->SetPlaced(file.filename().string(), done);
-      if (!report(placed_before + done)) return absl::CancelledError("load cancelled");
-    }
-    placed_before += done;
+    const std::string name = file.filename().string();
+    DF11_ASSIGN_OR_RETURN(const uint64_t size,
+                          PopulateFile(file.string(), kReportBytes, [&](uint64_t done) {
+                            if (fetch != nullptr) fetch->SetPlaced(name, done);
+                            return report(placed_before + done);
+                          }));
+    placed_before += size;
     return absl::OkStatus();
   };
   if (fetch == nullptr) {
