@@ -212,8 +212,13 @@ absl::Status HubClient::Error(const HttpResponse& r, const std::string& what,
                               const std::string& trace_id, int attempts) const {
   absl::Status status = Classify(r, what, trace_id, attempts);
   if (const std::string code = r.Header("x-error-code"); !code.empty()) {
-    status.SetPayload(kErrorCodePayload, absl::Cord(code));
+    return WithHubErrorCode(std::move(status), code);
   }
+  return status;
+}
+
+absl::Status WithHubErrorCode(absl::Status status, const std::string& code) {
+  status.SetPayload(kErrorCodePayload, absl::Cord(code));
   return status;
 }
 

@@ -45,6 +45,8 @@ struct FileMetadata {
 
 // The hub's X-Error-Code behind an error of HubClient ("EntryNotFound", "GatedRepo", ...), or
 // empty.
+// `status` carrying the hub's X-Error-Code (RepoNotFound, EntryNotFound, GatedRepo, ...).
+absl::Status WithHubErrorCode(absl::Status status, const std::string& code);
 std::string HubErrorCode(const absl::Status& status);
 
 class HubClient {

@@ -155,6 +155,14 @@ absl::Status SnapshotDownloader::FetchFile(const Snapshot& snapshot, const Snaps
   };
   std::error_code ec;
   if (IsCachedFile(target)) return ready(fs::file_size(target, ec));
+  if (cache.IsMarkedMissing(snapshot.commit, file.path)) {
+    // A commit never changes, so a file found absent at it stays absent: no need to ask again.
+    return WithHubErrorCode(
+        absl::NotFoundError(absl::StrCat(
+            snapshot.repo_id, "@", snapshot.commit, ": ", file.path,
+            " does not exist at that commit (remembered in the hub cache's .no_exist)")),
+        "EntryNotFound");
+  }
   if (!snapshot.offline_reason.empty()) {
     return absl::UnavailableError(absl::StrCat(snapshot.repo_id, "@", snapshot.revision, ": ",
                                                file.path, " is not in the hub cache and ",

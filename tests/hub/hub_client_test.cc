@@ -266,6 +266,14 @@ TEST_F(HubClientTest, AMissingFileIsRememberedInNoExist) {
       d.Fetch(*s, {SnapshotFile{.path = "generation_config.json", .size = 0, .cached = false}}, {}),
       StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(fs::exists(RepoDir() / ".no_exist" / commit_ / "generation_config.json"));
+
+  // Asked again, the marker answers without the network, as huggingface_hub's does.
+  const size_t requests = hub_.requests().size();
+  absl::Status again =
+      d.Fetch(*s, {SnapshotFile{.path = "generation_config.json", .size = 0, .cached = false}}, {});
+  EXPECT_THAT(again, StatusIs(absl::StatusCode::kNotFound, HasSubstr(".no_exist")));
+  EXPECT_EQ(HubErrorCode(again), "EntryNotFound");
+  EXPECT_EQ(hub_.requests().size(), requests);
 }
 
 TEST_F(HubClientTest, RevisionsResolveByBranchTagPrAndCommit) {
