@@ -1,6 +1,5 @@
 #include "daemon/hub/hub_client.h"
 
-#include <fcntl.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
