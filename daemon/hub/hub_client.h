@@ -43,10 +43,10 @@ struct FileMetadata {
   std::string location;  // where the bytes are: a CDN URL, or the resolve URL itself
 };
 
-// The hub's X-Error-Code behind an error of HubClient ("EntryNotFound", "GatedRepo", ...), or
-// empty.
 // `status` carrying the hub's X-Error-Code (RepoNotFound, EntryNotFound, GatedRepo, ...).
 absl::Status WithHubErrorCode(absl::Status status, const std::string& code);
+// The hub's X-Error-Code behind an error of HubClient ("EntryNotFound", "GatedRepo", ...), or
+// empty.
 std::string HubErrorCode(const absl::Status& status);
 
 class HubClient {

@@ -46,8 +46,13 @@ absl::StatusOr<uint64_t> PopulateFile(const std::string& path, uint64_t step,
   for (uint64_t done = 0; done < size && status.ok();) {
     const uint64_t n = std::min(step, size - done);
     if (::madvise(bytes + done, n, MADV_POPULATE_READ) != 0) {
-      // A file cut short under the mapping (EFAULT) or an I/O error (EIO).
-      status = FileError("read", path);
+      // A file cut short under the mapping (EFAULT), an I/O error (EIO), or a kernel older than
+      // Linux 5.14, which lacks MADV_POPULATE_READ (EINVAL).
+      status =
+          errno == EINVAL
+              ? absl::FailedPreconditionError(absl::StrCat(
+                    "cannot read ", path, ": this kernel lacks MADV_POPULATE_READ (Linux 5.14+)"))
+              : FileError("read", path);
       break;
     }
     done += n;
