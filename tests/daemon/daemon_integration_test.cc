@@ -566,8 +566,10 @@ TEST_F(DaemonTest, LoadsAHubIdFromTheSharedCacheWithoutNetwork) {
 }
 
 TEST_F(DaemonTest, LoadsAModelFromTheHubWhileItDownloads) {
-  // Slow enough that placing the first shards overlaps downloading the others.
-  fake_hub_->SetThrottle(8 << 20);
+  // Slow enough that placing the first shards overlaps downloading the others. The throttle is
+  // per connection and the shards download side by side: the 1 MB shards arrive after ~0.5 s and
+  // the 2 MB one after ~1 s, so several 100 ms progress messages fall between.
+  fake_hub_->SetThrottle(2 << 20);
   v1::LoadModelRequest load;
   load.set_source(kFakeHubRepo);
   std::vector<v1::LoadModelProgress> messages;
