@@ -1,0 +1,502 @@
+#include "codec/interleaved.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <queue>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+#include "codec/format.h"
+
+// GCC 12's AVX-512 headers pass an undefined vector as the unused source of unmasked intrinsics,
+// which -Wall reports as uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace df11::codec {
+namespace {
+
+constexpr int kLanes = InterleavedUnit::kLanes;
+constexpr int kMaxLength = InterleavedUnit::kMaxCodeLength;
+
+// Huffman code lengths of `freqs` (at least two; zeros allowed), ties broken by index so that the
+// result depends on the frequencies only.
+std::vector<int> HuffmanLengths(const std::vector<uint64_t>& freqs) {
+  const int n = static_cast<int>(freqs.size());
+  using Node = std::pair<uint64_t, int>;  // weight, id
+  std::priority_queue<Node, std::vector<Node>, std::greater<Node>> queue;
+  std::vector<int> parent(2 * n, -1);
+  for (int i = 0; i < n; ++i) queue.push({freqs[i], i});
+  int next = n;
+  while (queue.size() > 1) {
+    const Node a = queue.top();
+    queue.pop();
+    const Node b = queue.top();
+    queue.pop();
+    parent[a.second] = parent[b.second] = next;
+    queue.push({a.first + b.first, next++});
+  }
+  std::vector<int> lengths(n);
+  for (int i = 0; i < n; ++i) {
+    for (int p = i; parent[p] != -1; p = parent[p]) ++lengths[i];
+  }
+  return lengths;
+}
+
+// The code of a unit: the coded exponents by falling frequency (index m is the escape), their
+// lengths and code values, and how each exponent is coded.
+struct CodeBook {
+  int m = 0;                        // coded exponents; symbol m is the escape
+  std::vector<uint8_t> exponents;   // of symbols 0 .. m-1
+  std::vector<int> lengths;         // of symbols 0 .. m
+  std::vector<uint32_t> values;     // of symbols 0 .. m, MSB-first
+  std::array<uint8_t, 256> symbol;  // exponent -> symbol (m: escaped)
+};
+
+// Chooses how many of the most frequent exponents get codes (the rest are escaped at 8 bits
+// each): the count that stores the histogram in the fewest bits with codes of at most 7 bits.
+CodeBook ChooseCode(const std::array<uint64_t, 256>& histogram) {
+  std::vector<int> order(256);
+  for (int i = 0; i < 256; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return histogram[a] > histogram[b]; });
+  const int distinct = static_cast<int>(
+      std::count_if(histogram.begin(), histogram.end(), [](uint64_t c) { return c > 0; }));
+  CodeBook best;
+  double best_bits = -1;
+  for (int m = 1; m <= std::max(1, std::min(InterleavedUnit::kMaxCodedExponents, distinct)); ++m) {
+    std::vector<uint64_t> freqs(m + 1, 0);
+    for (int i = 0; i < 256; ++i) freqs[std::min(i, m)] += histogram[order[i]];
+    const std::vector<int> lengths = HuffmanLengths(freqs);
+    if (*std::max_element(lengths.begin(), lengths.end()) > kMaxLength) continue;
+    double bits = 8.0 * freqs[m];
+    for (int i = 0; i <= m; ++i) bits += double(freqs[i]) * lengths[i];
+    if (best_bits >= 0 && bits >= best_bits) continue;
+    best_bits = bits;
+    best.m = m;
+    best.lengths = lengths;
+  }
+  // m = 1 always qualifies (two codes of one bit), so `best` is set.
+  const int m = best.m;
+  best.exponents.assign(order.begin(), order.begin() + m);
+  best.symbol.fill(static_cast<uint8_t>(m));
+  for (int i = 0; i < m; ++i) best.symbol[order[i]] = static_cast<uint8_t>(i);
+  // Canonical values: by length, then symbol.
+  std::vector<int> by_length(m + 1);
+  for (int i = 0; i <= m; ++i) by_length[i] = i;
+  std::stable_sort(by_length.begin(), by_length.end(),
+                   [&](int a, int b) { return best.lengths[a] < best.lengths[b]; });
+  best.values.assign(m + 1, 0);
+  uint32_t value = 0;
+  int length = best.lengths[by_length[0]];
+  for (int i : by_length) {
+    value <<= best.lengths[i] - length;
+    length = best.lengths[i];
+    best.values[i] = value++;
+  }
+  return best;
+}
+
+inline uint8_t Exponent(uint16_t bf16) { return static_cast<uint8_t>(bf16 >> 7); }
+
+// The words and escape bytes of one segment.
+struct SegmentCodes {
+  std::vector<uint16_t> words;
+  std::vector<uint8_t> escapes;
+};
+
+// Codes `count` exponents (read from bf16 values) as one segment: element j in lane j % kLanes,
+// padded to whole steps with the most frequent exponent; words in the order the decoder asks for
+// them (two per lane to start, then one whenever a lane holds fewer than 16 bits after a code).
+void EncodeSegment(const CodeBook& book, const uint16_t* bf16, size_t count, SegmentCodes& out) {
+  const size_t padded = (count + kLanes - 1) / kLanes * kLanes;
+  thread_local std::vector<uint8_t> symbols;
+  thread_local std::vector<uint16_t> lane_words[kLanes];
+  symbols.resize(padded);
+  for (auto& w : lane_words) w.clear();
+  uint64_t acc[kLanes] = {};
+  int acc_bits[kLanes] = {};
+  out.words.clear();
+  out.escapes.clear();
+  for (size_t j = 0; j < padded; ++j) {
+    const uint8_t exponent = j < count ? Exponent(bf16[j]) : book.exponents[0];
+    const int s = book.symbol[exponent];
+    if (s == book.m) out.escapes.push_back(exponent);
+    symbols[j] = static_cast<uint8_t>(s);
+    const int lane = static_cast<int>(j % kLanes);
+    acc[lane] = acc[lane] << book.lengths[s] | book.values[s];
+    acc_bits[lane] += book.lengths[s];
+    if (acc_bits[lane] >= 16) {
+      acc_bits[lane] -= 16;
+      lane_words[lane].push_back(static_cast<uint16_t>(acc[lane] >> acc_bits[lane]));
+    }
+  }
+  for (int lane = 0; lane < kLanes; ++lane) {
+    if (acc_bits[lane] > 0) {
+      lane_words[lane].push_back(static_cast<uint16_t>(acc[lane] << (16 - acc_bits[lane])));
+    }
+  }
+  size_t next[kLanes] = {};
+  int held[kLanes] = {};
+  auto ask = [&](int lane) {
+    const std::vector<uint16_t>& w = lane_words[lane];
+    out.words.push_back(next[lane] < w.size() ? w[next[lane]] : 0);
+    ++next[lane];
+    held[lane] += 16;
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (int lane = 0; lane < kLanes; ++lane) ask(lane);
+  }
+  for (size_t j = 0; j < padded; ++j) {
+    const int lane = static_cast<int>(j % kLanes);
+    held[lane] -= book.lengths[symbols[j]];
+    if (held[lane] < 16) ask(lane);
+  }
+}
+
+#define DF11_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,bmi2,popcnt")))
+
+// Sinks of the AVX-512 decoder: each gets the fp32 values of elements [at, at + valid) of the
+// segment (valid <= 16, lanes past it undefined).
+struct Bf16Sink {
+  uint16_t* out;
+  DF11_AVX512 void operator()(size_t at, __m512 values, int valid) const {
+    const __m256i bf16 = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(values), 16));
+    _mm256_mask_storeu_epi16(out + at, static_cast<__mmask16>((1u << valid) - 1), bf16);
+  }
+};
+
+// The order in which runtime::MatVecBf16's AVX2 kernel widens 16 BF16 values into two vectors of
+// 8 lanes (in-lane unpacks): its lane j of vector v holds value kRunOrder[8v + j].
+constexpr int kRunOrder[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+
+// Dot products of whole rows with x (rows a multiple of 16 long). Lane q of `even` accumulates
+// value q of the row's runs 0, 2, 4, ... of 16 values, `odd` of runs 1, 3, ...: lane for lane
+// the fused multiply-adds of MatVecBf16's four 8-lane accumulators, whose reduction Finish
+// repeats.
+struct DotSink {
+  const float* x;
+  int64_t row_length;
+  float* y;
+  int64_t col = 0;
+  __m512 even, odd;
+
+  DF11_AVX512 void operator()(size_t, __m512 values, int) {
+    const __m512 xv = _mm512_loadu_ps(x + col);
+    if (col & 16) {
+      odd = _mm512_fmadd_ps(values, xv, odd);
+    } else {
+      even = _mm512_fmadd_ps(values, xv, even);
+    }
+    col += 16;
+    if (col == row_length) Finish();
+  }
+  DF11_AVX512 void Finish() {
+    alignas(64) float e[16], o[16];
+    _mm512_store_ps(e, even);
+    _mm512_store_ps(o, odd);
+    float h[8];
+    for (int j = 0; j < 8; ++j) {
+      h[j] = (e[kRunOrder[j]] + e[kRunOrder[8 + j]]) + (o[kRunOrder[j]] + o[kRunOrder[8 + j]]);
+    }
+    float s[4];
+    for (int j = 0; j < 4; ++j) s[j] = h[j] + h[j + 4];
+    *y++ = (s[0] + s[2]) + (s[1] + s[3]);
+    even = odd = _mm512_setzero_ps();
+    col = 0;
+  }
+};
+
+}  // namespace
+
+bool InterleavedUnit::Supported() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi") &&
+         __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("bmi2");
+}
+
+absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decoder,
+                                                       std::vector<Region> regions,
+                                                       ThreadPool* pool) {
+  const Unit& unit = decoder.unit();
+  const size_t n = unit.num_elements();
+  InterleavedUnit u;
+  u.sign_mantissa_ = unit.tensors().sign_mantissa;
+  size_t at = 0;
+  for (const Region& r : regions) {
+    if (r.first != at || r.rows < 0 || r.row_length < 1 ||
+        r.rows * r.row_length > static_cast<int64_t>(n - std::min(n, at))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "regions of unit ", unit.name(), ": one of ", r.rows, " rows of ", r.row_length,
+          " starts at element ", r.first, ", expected ", at, ", in ", n, " elements"));
+    }
+    u.region_segments_.push_back(u.segments_.size());
+    const int64_t per_segment =
+        std::max<int64_t>(1, static_cast<int64_t>(kSegmentElements) / r.row_length);
+    for (int64_t row = 0; row < r.rows; row += per_segment) {
+      u.segments_.push_back({.first = at + static_cast<size_t>(row * r.row_length),
+                             .word = 0,
+                             .escape = 0,
+                             .region = u.regions_.size()});
+    }
+    at += static_cast<size_t>(r.rows * r.row_length);
+    u.regions_.push_back(r);
+  }
+  if (at != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("regions of unit ", unit.name(), " cover ", at, " of its ", n, " elements"));
+  }
+  u.region_segments_.push_back(u.segments_.size());
+  u.segments_.push_back({.first = n, .word = 0, .escape = 0, .region = u.regions_.size()});
+  const size_t n_segments = u.num_segments();
+
+  // Ranges of segments decoded by the DF11 decoder, in parallel.
+  std::mutex mu;
+  absl::Status first_error;
+  auto for_segments = [&](const std::function<void(size_t s, const uint16_t* bf16)>& fn) {
+    auto range = [&](size_t b, size_t e) {
+      thread_local std::vector<uint16_t> bf16;
+      const size_t first = u.segments_[b].first;
+      bf16.resize(u.segments_[e].first - first);
+      absl::Status s = decoder.DecodeElements(first, bf16);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_error.ok()) first_error = std::move(s);
+        return;
+      }
+      for (size_t k = b; k < e; ++k) fn(k, bf16.data() + (u.segments_[k].first - first));
+    };
+    if (pool == nullptr) {
+      range(0, n_segments);
+    } else {
+      pool->ParallelFor(n_segments, 8, range);
+    }
+  };
+
+  std::array<uint64_t, 256> histogram{};
+  for_segments([&](size_t s, const uint16_t* bf16) {
+    std::array<uint64_t, 256> h{};
+    const size_t count = u.segments_[s + 1].first - u.segments_[s].first;
+    for (size_t j = 0; j < count; ++j) ++h[Exponent(bf16[j])];
+    std::lock_guard<std::mutex> lock(mu);
+    for (int i = 0; i < 256; ++i) histogram[i] += h[i];
+  });
+  DF11_RETURN_IF_ERROR(first_error);
+  const CodeBook book = ChooseCode(histogram);
+  for (int s = 0; s <= book.m; ++s) {
+    const int shift = kMaxLength - book.lengths[s];
+    const uint32_t begin = book.values[s] << shift, end = (book.values[s] + 1) << shift;
+    for (uint32_t p = begin; p < end; ++p) {
+      u.code_.length[p] = static_cast<uint8_t>(book.lengths[s]);
+      u.code_.exponent[p] = s < book.m ? book.exponents[s] : 0;
+    }
+    if (s == book.m) {
+      u.code_.escape_begin = static_cast<uint8_t>(begin);
+      u.code_.escape_end = static_cast<uint8_t>(end);
+    }
+  }
+
+  std::vector<SegmentCodes> codes(n_segments);
+  for_segments([&](size_t s, const uint16_t* bf16) {
+    EncodeSegment(book, bf16, u.segments_[s + 1].first - u.segments_[s].first, codes[s]);
+  });
+  DF11_RETURN_IF_ERROR(first_error);
+  size_t words = 0, escapes = 0;
+  for (size_t s = 0; s < n_segments; ++s) {
+    u.segments_[s].word = words;
+    u.segments_[s].escape = escapes;
+    words += codes[s].words.size();
+    escapes += codes[s].escapes.size();
+  }
+  u.segments_[n_segments].word = words;
+  u.segments_[n_segments].escape = escapes;
+  u.words_.resize(words + kLanes);
+  u.escapes_.resize(escapes + kLanes);
+  for (size_t s = 0; s < n_segments; ++s) {
+    std::copy(codes[s].words.begin(), codes[s].words.end(), u.words_.begin() + u.segments_[s].word);
+    std::copy(codes[s].escapes.begin(), codes[s].escapes.end(),
+              u.escapes_.begin() + u.segments_[s].escape);
+    codes[s] = {};
+  }
+  return u;
+}
+
+uint64_t InterleavedUnit::stored_bytes() const {
+  return words_.size() * sizeof(uint16_t) + escapes_.size() + segments_.size() * sizeof(Segment) +
+         regions_.size() * sizeof(Region) + region_segments_.size() * sizeof(size_t) + sizeof(Code);
+}
+
+void InterleavedUnit::DecodeSegmentsPortable(size_t begin, size_t end, uint16_t* out) const {
+  const size_t origin = segments_[begin].first;
+  for (size_t s = begin; s < end; ++s) {
+    const Segment& seg = segments_[s];
+    const size_t count = segments_[s + 1].first - seg.first;
+    const size_t padded = (count + kLanes - 1) / kLanes * kLanes;
+    const uint16_t* in = words_.data() + seg.word;
+    const uint8_t* escape = escapes_.data() + seg.escape;
+    // Each lane's bits, first bit at bit 31, and how many it holds.
+    uint32_t buffer[kLanes];
+    int held[kLanes];
+    for (int lane = 0; lane < kLanes; ++lane) {
+      buffer[lane] = uint32_t{in[lane]} << 16 | in[kLanes + lane];
+      held[lane] = 32;
+    }
+    in += 2 * kLanes;
+    for (size_t j = 0; j < padded; ++j) {
+      const int lane = static_cast<int>(j % kLanes);
+      const uint32_t prefix = buffer[lane] >> (32 - kMaxLength);
+      const int length = code_.length[prefix];
+      const bool escaped = prefix >= code_.escape_begin && prefix < code_.escape_end;
+      const uint8_t exponent = escaped ? *escape++ : code_.exponent[prefix];
+      if (j < count) {
+        out[seg.first - origin + j] = format::JoinBf16(exponent, sign_mantissa_[seg.first + j]);
+      }
+      buffer[lane] <<= length;
+      held[lane] -= length;
+      if (held[lane] < 16) {
+        buffer[lane] |= uint32_t{*in++} << (16 - held[lane]);
+        held[lane] += 16;
+      }
+    }
+  }
+}
+
+// The portable decoder with 16 lanes at a time, four groups of lanes per step. A lane's word
+// lands one step late: it is asked for after a code and put in below the lane's bits before the
+// next shift, off the chain of dependent operations (peek, table, shift) that bounds the speed.
+// The peek never needs it: a lane that asks holds at least 9 bits, and a code takes at most 7.
+template <typename Sink>
+DF11_AVX512 void InterleavedUnit::DecodeSegmentAvx512(size_t s, Sink& sink) const {
+  constexpr int kGroups = kLanes / 16;
+  const Segment& seg = segments_[s];
+  const size_t count = segments_[s + 1].first - seg.first;
+  const uint16_t* in = words_.data() + seg.word;
+  const uint8_t* escape = escapes_.data() + seg.escape;
+  const uint8_t* sm = sign_mantissa_.data() + seg.first;
+
+  const __m512i length_lo = _mm512_loadu_si512(code_.length.data());
+  const __m512i length_hi = _mm512_loadu_si512(code_.length.data() + 64);
+  const __m512i exponent_lo = _mm512_loadu_si512(code_.exponent.data());
+  const __m512i exponent_hi = _mm512_loadu_si512(code_.exponent.data() + 64);
+  const __m512i escape_begin = _mm512_set1_epi8(static_cast<char>(code_.escape_begin));
+  const __m512i escape_end = _mm512_set1_epi8(static_cast<char>(code_.escape_end));
+  const __m512i sixteen = _mm512_set1_epi32(16);
+  // Sign/mantissa byte i (of 16) into bytes 2 and 3 of lane i: bit 31 is the sign, bits 16-22
+  // the mantissa; the exponent fills bits 23-30.
+  const __m512i sm_bytes =
+      _mm512_set_epi8(15, 15, 0, 0, 14, 14, 0, 0, 13, 13, 0, 0, 12, 12, 0, 0, 11, 11, 0, 0, 10, 10,
+                      0, 0, 9, 9, 0, 0, 8, 8, 0, 0, 7, 7, 0, 0, 6, 6, 0, 0, 5, 5, 0, 0, 4, 4, 0, 0,
+                      3, 3, 0, 0, 2, 2, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0);
+  const __m512i sign_and_mantissa = _mm512_set1_epi32(static_cast<int>(0x807F0000u));
+  constexpr __mmask64 kByte0 = 0x1111111111111111ull, kBytes23 = 0xCCCCCCCCCCCCCCCCull;
+
+  __m512i buffer[kGroups], held[kGroups], pending[kGroups];
+  for (int g = 0; g < kGroups; ++g) {
+    const __m512i first =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 16 * g)));
+    const __m512i second = _mm512_cvtepu16_epi32(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + kLanes + 16 * g)));
+    buffer[g] = _mm512_or_si512(_mm512_slli_epi32(first, 16), second);
+    held[g] = _mm512_set1_epi32(32);
+    pending[g] = _mm512_setzero_si512();
+  }
+  in += 2 * kLanes;
+  for (size_t j = 0; j < count; j += kLanes) {
+#pragma GCC unroll 4
+    for (int g = 0; g < kGroups; ++g) {
+      const __m512i prefix = _mm512_srli_epi32(buffer[g], 32 - kMaxLength);
+      const __m512i length = _mm512_maskz_permutex2var_epi8(kByte0, length_lo, prefix, length_hi);
+      __m512i exponent = _mm512_maskz_permutex2var_epi8(kByte0, exponent_lo, prefix, exponent_hi);
+      const __mmask64 escaped = _mm512_mask_cmplt_epu8_mask(
+          _mm512_mask_cmpge_epu8_mask(kByte0, prefix, escape_begin), prefix, escape_end);
+      exponent = _mm512_mask_expandloadu_epi8(exponent, escaped, escape);
+      escape += _mm_popcnt_u64(escaped);
+      const size_t at = j + 16 * g;
+      if (at < count) {
+        const int valid = static_cast<int>(std::min<size_t>(16, count - at));
+        const __m128i sm16 =
+            valid == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + at))
+                        : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << valid) - 1), sm + at);
+        const __m512i placed =
+            _mm512_maskz_permutexvar_epi8(kBytes23, sm_bytes, _mm512_broadcast_i32x4(sm16));
+        const __m512i bits = _mm512_ternarylogic_epi32(sign_and_mantissa, placed,
+                                                       _mm512_slli_epi32(exponent, 23), 0xCA);
+        sink(at, _mm512_castsi512_ps(bits), valid);
+      }
+      buffer[g] = _mm512_sllv_epi32(_mm512_or_si512(buffer[g], pending[g]), length);
+      held[g] = _mm512_sub_epi32(held[g], length);
+      const __mmask16 asks = _mm512_cmplt_epi32_mask(held[g], sixteen);
+      // The words into the high halves of the asking lanes.
+      const __m512i words = _mm512_maskz_expandloadu_epi16(_pdep_u32(asks, 0xAAAAAAAAu), in);
+      in += _mm_popcnt_u32(asks);
+      pending[g] = _mm512_srlv_epi32(words, held[g]);
+      held[g] = _mm512_mask_add_epi32(held[g], asks, held[g], sixteen);
+    }
+  }
+}
+
+DF11_AVX512 void InterleavedUnit::DecodeSegments(size_t begin, size_t end, uint16_t* out) const {
+  if (!Supported()) return DecodeSegmentsPortable(begin, end, out);
+  for (size_t s = begin; s < end; ++s) {
+    Bf16Sink sink{out + (segments_[s].first - segments_[begin].first)};
+    DecodeSegmentAvx512(s, sink);
+  }
+}
+
+DF11_AVX512 void InterleavedUnit::MatVecSegments(size_t begin, size_t end, const float* x,
+                                                 float* y) const {
+  if (begin == end) return;
+  const Region& r = regions_[segments_[begin].region];
+  DotSink sink{.x = x,
+               .row_length = r.row_length,
+               .y = y + (segments_[begin].first - r.first) / r.row_length,
+               .col = 0,
+               .even = _mm512_setzero_ps(),
+               .odd = _mm512_setzero_ps()};
+  for (size_t s = begin; s < end; ++s) DecodeSegmentAvx512(s, sink);
+}
+
+absl::Status InterleavedUnit::Decode(std::span<uint16_t> out, ThreadPool* pool) const {
+  if (out.size() != num_elements()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the unit has ", num_elements(), " elements; output holds ", out.size()));
+  }
+  auto range = [&](size_t b, size_t e) { DecodeSegments(b, e, out.data() + segments_[b].first); };
+  if (pool == nullptr) {
+    range(0, num_segments());
+  } else {
+    pool->ParallelFor(num_segments(), 8, range);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InterleavedUnit::DecodeElements(size_t first, std::span<uint16_t> out) const {
+  const size_t n = num_elements();
+  if (first > n || out.size() > n - first) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("elements [", first, ", ", first + out.size(), ") of a unit of ", n));
+  }
+  if (out.empty()) return absl::OkStatus();
+  const size_t last = first + out.size();
+  auto after = [](size_t e, const Segment& s) { return e < s.first; };
+  const size_t begin = std::upper_bound(segments_.begin(), segments_.end() - 1, first, after) -
+                       segments_.begin() - 1;
+  thread_local std::vector<uint16_t> piece;
+  for (size_t s = begin; s < num_segments() && segments_[s].first < last; ++s) {
+    const size_t lo = segments_[s].first, hi = segments_[s + 1].first;
+    piece.resize(hi - lo);
+    DecodeSegments(s, s + 1, piece.data());
+    const size_t from = std::max(lo, first), to = std::min(hi, last);
+    std::copy(piece.begin() + (from - lo), piece.begin() + (to - lo), out.begin() + (from - first));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace df11::codec
