@@ -456,7 +456,7 @@ DF11_AVX512 void InterleavedUnit::MatVecSegments(size_t begin, size_t end, const
   const Region& r = regions_[segments_[begin].region];
   DotSink sink{.x = x,
                .row_length = r.row_length,
-               .y = y + (segments_[begin].first - r.first) / r.row_length,
+               .y = y,
                .col = 0,
                .even = _mm512_setzero_ps(),
                .odd = _mm512_setzero_ps()};

@@ -66,6 +66,8 @@ class InterleavedUnit {
   // Region r's segments are [first_segment(r), first_segment(r + 1)).
   size_t first_segment(size_t r) const { return region_segments_[r]; }
   size_t num_segments() const { return segments_.size() - 1; }
+  // The first element of segment s (s <= num_segments(): the last is num_elements()).
+  size_t segment_first(size_t s) const { return segments_[s].first; }
   // Bytes this object holds: codes, escapes, segment index and tables. The sign/mantissa bytes
   // are the unit's and not counted.
   uint64_t stored_bytes() const;
@@ -84,11 +86,11 @@ class InterleavedUnit {
   // the AVX-512 decoder is tested against.
   void DecodeSegmentsPortable(size_t begin, size_t end, uint16_t* out) const;
 
-  // y[k] = W[k] · x for each row k of segments [begin, end), which must lie in one region whose
-  // rows are a multiple of 16 long (FusedMatVecSupported); k counts rows from the region's
-  // first. Sums in the order of runtime::MatVecBf16 (32 lanes, fused multiply-adds, the same
-  // reduction), so the results are bit-identical to it on the decoded rows. `x` is the region's
-  // row_length values in natural order. Requires Supported().
+  // y[k] = W[k] · x for the k-th row of segments [begin, end), which must lie in one region
+  // whose rows are a multiple of 16 long (FusedMatVecSupported). Sums in the order of
+  // runtime::MatVecBf16 (32 lanes, fused multiply-adds, the same reduction), so the results are
+  // bit-identical to it on the decoded rows. `x` is the region's row_length values in natural
+  // order. Requires Supported().
   void MatVecSegments(size_t begin, size_t end, const float* x, float* y) const;
   bool FusedMatVecSupported(size_t r) const { return regions_[r].row_length % 16 == 0; }
 

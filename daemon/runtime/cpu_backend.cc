@@ -103,7 +103,7 @@ CpuBackend::CpuBackend(const Options& options)
       decode_pool_(options.overlap_decode ? options.threads : 1) {}
 
 absl::StatusOr<std::unique_ptr<KvCache>> CpuBackend::NewCache(const ModelConfig& config,
-                                                             int64_t capacity) {
+                                                              int64_t capacity) {
   if (capacity < 1) {
     return absl::InvalidArgumentError(absl::StrCat("a KV cache of ", capacity, " positions"));
   }
@@ -111,7 +111,8 @@ absl::StatusOr<std::unique_ptr<KvCache>> CpuBackend::NewCache(const ModelConfig&
 }
 
 uint64_t CpuBackend::device_memory_bytes() const {
-  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+         static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
 }
 
 uint64_t CpuBackend::KvBytesPerPosition(const ModelConfig& config) const {
@@ -128,8 +129,8 @@ void CpuBackend::CountBuffers() {
   workspace_bytes_ = floats * sizeof(float) + matvec_input_.capacity_bytes();
 }
 
-absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_t out,
-                                int64_t in, const float* x, int64_t rows, float* y) {
+absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_t out, int64_t in,
+                                const float* x, int64_t rows, float* y) {
   // Many rows (prefill): W converted to fp32 a slice of rows at a time (a few MB, so the copy
   // stays small next to the model) and multiplied by sgemm. Few rows (decode): each W row is
   // read once and used for every input row, rows of W split over the threads.
@@ -145,8 +146,7 @@ absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_
       });
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
                   static_cast<int>(n), static_cast<int>(in), 1.0f, x, static_cast<int>(in),
-                  weights_f32_.data(), static_cast<int>(in), 0.0f, y + o0,
-                  static_cast<int>(out));
+                  weights_f32_.data(), static_cast<int>(in), 0.0f, y + o0, static_cast<int>(out));
     }
   } else {
     matvec_input_.Set(x, rows, in);
@@ -164,6 +164,10 @@ absl::Status CpuBackend::Linear(const MatrixRef& w, const uint16_t* bias, int64_
 
 absl::Status CpuBackend::LinearFused(const MatrixRef& w, int64_t out, int64_t in, const float* x,
                                      int64_t rows, float* y) {
+  if (w.interleaved != nullptr) {
+    LinearInterleaved(*w.interleaved, w.region, out, in, x, rows, y);
+    return absl::OkStatus();
+  }
   // Ranges of whole W rows: a range decodes the blocks that hold its rows, so a block split
   // between two ranges is decoded twice. Blocks hold about 23K weights of LLM data; ranges of
   // 128K-512K weights (four per thread when the matrix is large enough) keep that under 10 %.
@@ -211,6 +215,29 @@ absl::Status CpuBackend::LinearFused(const MatrixRef& w, int64_t out, int64_t in
   return first_error;
 }
 
+void CpuBackend::LinearInterleaved(const codec::InterleavedUnit& u, size_t region, int64_t out,
+                                   int64_t in, const float* x, int64_t rows, float* y) {
+  // Segments of whole rows split over the threads, about four ranges per thread. One input row:
+  // each segment is decoded straight into the dot products. More: decoded to BF16 in cache, then
+  // the BF16 kernel, which reads each row once for all inputs.
+  const size_t first = u.first_segment(region), end = u.first_segment(region + 1);
+  const bool fused = rows == 1 && u.FusedMatVecSupported(region);
+  if (!fused) matvec_input_.Set(x, rows, in);
+  const size_t grain = std::max<size_t>(1, (end - first) / (4 * pool_.size()));
+  const size_t region_first = u.region(region).first;
+  pool_.ParallelFor(end - first, grain, [&](size_t b, size_t e) {
+    const size_t row = (u.segment_first(first + b) - region_first) / in;
+    if (fused) {
+      u.MatVecSegments(first + b, first + e, x, y + row);
+      return;
+    }
+    thread_local std::vector<uint16_t> bf16;
+    bf16.resize(u.segment_first(first + e) - u.segment_first(first + b));
+    u.DecodeSegments(first + b, first + e, bf16.data());
+    MatVecBf16(bf16.data(), bf16.size() / in, matvec_input_, y + row, out);
+  });
+}
+
 void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache,
                            int64_t new_tokens, int64_t first_row, const float* q, float* out) {
   const int64_t nh = c.num_heads, d = c.head_dim, group = c.num_heads / c.num_kv_heads;
@@ -245,12 +272,13 @@ void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cach
 }
 
 absl::Status CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
-                              std::span<const SequenceStep> batch, int64_t rows,
-                              const std::vector<float>& inv_freq) {
+                                      std::span<const SequenceStep> batch, int64_t rows,
+                                      const std::vector<float>& inv_freq) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
   // Attention.
-  for (int64_t r = 0; r < rows; ++r) RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, &h_[r * H]);
+  for (int64_t r = 0; r < rows; ++r)
+    RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, &h_[r * H]);
   DF11_RETURN_IF_ERROR(Linear(w.q_proj, w.q_bias, nh * d, H, h_.data(), rows, q_.data()));
   DF11_RETURN_IF_ERROR(Linear(w.k_proj, w.k_bias, nkv * d, H, h_.data(), rows, k_.data()));
   DF11_RETURN_IF_ERROR(Linear(w.v_proj, w.v_bias, nkv * d, H, h_.data(), rows, v_.data()));
@@ -261,8 +289,10 @@ absl::Status CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const Lay
       float* qr = &q_[r * nh * d];
       float* kr = &k_[r * nkv * d];
       if (w.q_norm != nullptr) {  // Qwen3: per-head RMSNorm before RoPE
-        for (int64_t h = 0; h < nh; ++h) RmsNorm(qr + h * d, w.q_norm, d, c.rms_norm_eps, qr + h * d);
-        for (int64_t h = 0; h < nkv; ++h) RmsNorm(kr + h * d, w.k_norm, d, c.rms_norm_eps, kr + h * d);
+        for (int64_t h = 0; h < nh; ++h)
+          RmsNorm(qr + h * d, w.q_norm, d, c.rms_norm_eps, qr + h * d);
+        for (int64_t h = 0; h < nkv; ++h)
+          RmsNorm(kr + h * d, w.k_norm, d, c.rms_norm_eps, kr + h * d);
       }
       const int64_t pos = cache.length() + static_cast<int64_t>(t);
       ApplyRope(qr, nh, d, pos, inv_freq);
@@ -315,9 +345,9 @@ absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceSte
       }
     }
     if (s.cache->length() + static_cast<int64_t>(s.tokens.size()) > s.cache->capacity()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the KV cache holds ", s.cache->capacity(), " positions; ", s.cache->length(),
-          " are used and ", s.tokens.size(), " more were given"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the KV cache holds ", s.cache->capacity(), " positions; ",
+                       s.cache->length(), " are used and ", s.tokens.size(), " more were given"));
     }
     rows += static_cast<int64_t>(s.tokens.size());
   }

@@ -25,8 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "codec/thread_pool.h"
-#include "daemon/runtime/background_job.h"
 #include "daemon/runtime/backend.h"
+#include "daemon/runtime/background_job.h"
 #include "daemon/runtime/matvec.h"
 #include "daemon/runtime/model.h"
 
@@ -43,8 +43,12 @@ class CpuKvCache final : public KvCache {
 
  private:
   friend class CpuBackend;
-  float* k(int64_t layer, int64_t pos) { return keys_.data() + layer * data_per_layer_ + pos * row_; }
-  float* v(int64_t layer, int64_t pos) { return values_.data() + layer * data_per_layer_ + pos * row_; }
+  float* k(int64_t layer, int64_t pos) {
+    return keys_.data() + layer * data_per_layer_ + pos * row_;
+  }
+  float* v(int64_t layer, int64_t pos) {
+    return values_.data() + layer * data_per_layer_ + pos * row_;
+  }
   void Advance(int64_t n) { length_ += n; }
   int64_t layers_, row_, data_per_layer_;
   std::vector<float> keys_, values_;
@@ -64,7 +68,7 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   absl::StatusOr<std::unique_ptr<KvCache>> NewCache(const ModelConfig& config,
-                                                   int64_t capacity) override;
+                                                    int64_t capacity) override;
   absl::Status Forward(const Model& model, std::span<const SequenceStep> batch,
                        std::span<float> logits) override;
   uint64_t device_memory_bytes() const override;
@@ -85,19 +89,22 @@ class CpuBackend final : public Backend {
                       const float* x, int64_t rows, float* y);
   absl::Status LinearFused(const MatrixRef& w, int64_t out, int64_t in, const float* x,
                            int64_t rows, float* y);
+  // LinearFused for a matrix of a re-encoded unit (codec::InterleavedUnit).
+  void LinearInterleaved(const codec::InterleavedUnit& u, size_t region, int64_t out, int64_t in,
+                         const float* x, int64_t rows, float* y);
   void Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache, int64_t new_tokens,
                  int64_t first_row, const float* q, float* out);
   // Decoder layer l of one batch: x_ (rows x hidden) in place.
   absl::Status ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
-                    std::span<const SequenceStep> batch, int64_t rows,
-                    const std::vector<float>& inv_freq);
+                            std::span<const SequenceStep> batch, int64_t rows,
+                            const std::vector<float>& inv_freq);
 
   Options options_;
   codec::ThreadPool pool_;         // matrix products, attention, and decoding without overlap
   codec::ThreadPool decode_pool_;  // decoding the next block while the current one computes
   BackgroundJob prefetch_;
   // Buffers reused across calls (grown, never shrunk): no allocation on a warm path.
-  std::vector<uint16_t> scratch_;  // two layer scratches, or the output head's
+  std::vector<uint16_t> scratch_;   // two layer scratches, or the output head's
   std::vector<float> weights_f32_;  // a slice of one matrix in fp32 for sgemm
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, tmp_;
   MatVecInput matvec_input_;  // the input rows of the current matrix-vector product

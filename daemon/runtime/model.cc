@@ -1,5 +1,8 @@
 #include "daemon/runtime/model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -52,8 +55,41 @@ std::vector<std::string> LayerTensorNames(const ModelConfig& c, int64_t i) {
 std::vector<std::vector<int64_t>> LayerTensorShapes(const ModelConfig& c) {
   const int64_t h = c.hidden_size, m = c.intermediate_size, d = c.head_dim;
   const int64_t q = c.num_heads * d, kv = c.num_kv_heads * d;
-  return {{q, h}, {kv, h}, {kv, h}, {h, q}, {m, h}, {m, h}, {h, m}, {h}, {h}, {d}, {d},
-          {q},    {kv},   {kv},   {h},    {m},    {m},    {h}};
+  return {{q, h}, {kv, h}, {kv, h}, {h, q}, {m, h}, {m, h}, {h, m}, {h}, {h},
+          {d},    {d},     {q},     {kv},   {kv},   {h},    {m},    {m}, {h}};
+}
+
+}  // namespace
+
+namespace {
+
+// The regions of a unit's tensors for codec::InterleavedUnit: rows are the first dimension (a
+// vector or a scalar is one row).
+std::vector<codec::InterleavedUnit::Region> UnitRegions(const codec::Df11Model::UnitEntry& u) {
+  std::vector<codec::InterleavedUnit::Region> regions;
+  size_t first = 0;
+  for (const std::vector<int64_t>& shape : u.shapes) {
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    codec::InterleavedUnit::Region r{
+        .first = first, .rows = elements > 0 ? 1 : 0, .row_length = std::max<int64_t>(1, elements)};
+    if (shape.size() >= 2 && shape[0] > 0) {
+      r.rows = shape[0];
+      r.row_length = elements / shape[0];
+    }
+    regions.push_back(r);
+    first += static_cast<size_t>(elements);
+  }
+  return regions;
+}
+
+// Drops the whole pages of a mapped file range from this process (they stay in the page cache):
+// the official bitstream of a unit that was re-encoded is not read again.
+void ReleasePages(std::span<const uint8_t> bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGE_SIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(bytes.data()) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size()) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -67,7 +103,8 @@ absl::StatusOr<bool> IsDf11Directory(const std::string& dir) {
   return j.is_object() && j.contains("dfloat11_config");
 }
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
+                                                   const LoadOptions& options) {
   std::unique_ptr<Model> model(new Model());
   DF11_ASSIGN_OR_RETURN(model->config_, ReadModelConfig(dir));
   DF11_ASSIGN_OR_RETURN(const bool df11, IsDf11Directory(dir));
@@ -78,11 +115,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
     DF11_ASSIGN_OR_RETURN(codec::Checkpoint c, codec::Checkpoint::Open(dir));
     model->checkpoint_ = std::make_unique<codec::Checkpoint>(std::move(c));
   }
-  DF11_RETURN_IF_ERROR(model->Index());
+  DF11_RETURN_IF_ERROR(model->Index(options.interleave));
   return model;
 }
 
-absl::Status Model::Index() {
+absl::Status Model::Index(bool interleave) {
   // Plain tensors (DF11 passthrough, or the whole checkpoint), BF16 only where the engine reads
   // them; copied when the mapping is not 2-byte aligned.
   auto add_plain = [this](const codec::TensorView* t) {
@@ -101,18 +138,35 @@ absl::Status Model::Index() {
     sources_[t->name] = std::move(s);
   };
   if (df11_ != nullptr) {
+    // Re-encoding takes about as long as decoding the model twice; it runs on every core.
+    std::unique_ptr<codec::ThreadPool> pool;
+    if (interleave && codec::InterleavedUnit::Supported()) {
+      pool = std::make_unique<codec::ThreadPool>(0);
+    }
     for (const auto& u : df11_->units()) {
       const codec::UnitDecoder& decoder = decoders_.try_emplace(&u, *u.unit).first->second;
       const codec::UnitTensors& t = u.unit->tensors();
-      unit_bytes_ += t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
-                         t.output_positions.size() + t.gaps.size() +
-                         t.split_positions.size() * sizeof(int64_t);
+      const codec::InterleavedUnit* interleaved = nullptr;
+      if (pool != nullptr) {
+        DF11_ASSIGN_OR_RETURN(codec::InterleavedUnit built,
+                              codec::InterleavedUnit::Build(decoder, UnitRegions(u), pool.get()));
+        interleaved = &interleaved_.emplace(&u, std::move(built)).first->second;
+        ReleasePages(t.encoded_exponent);
+        ReleasePages(t.gaps);
+        unit_bytes_ += interleaved->stored_bytes() + t.sign_mantissa.size();
+      } else {
+        unit_bytes_ += t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
+                       t.output_positions.size() + t.gaps.size() +
+                       t.split_positions.size() * sizeof(int64_t);
+      }
       size_t offset = 0;
       for (size_t i = 0; i < u.weight_names.size(); ++i) {
         Source s;
         s.unit = &u;
         s.decoder = &decoder;
         s.offset = offset;
+        s.interleaved = interleaved;
+        s.region = i;
         s.shape = u.shapes[i];
         offset = i < u.split_positions->size() ? (*u.split_positions)[i] : u.unit->num_elements();
         sources_[u.weight_names[i]] = std::move(s);
@@ -130,7 +184,8 @@ absl::Status Model::Index() {
     std::set<const codec::Df11Model::UnitEntry*> units;
     for (const std::string& n : names) {
       auto it = sources_.find(n);
-      if (!n.empty() && it != sources_.end() && it->second.unit != nullptr) units.insert(it->second.unit);
+      if (!n.empty() && it != sources_.end() && it->second.unit != nullptr)
+        units.insert(it->second.unit);
     }
     size_t total = 0;
     for (const auto* u : units) total += u->unit->num_elements();
@@ -192,16 +247,22 @@ absl::Status Model::Resolve(std::span<const std::string> names,
     if (keep_compressed[k]) {
       out[k].unit = s.decoder;
       out[k].offset = s.offset;
+      out[k].interleaved = s.interleaved;
+      out[k].region = s.region;
       continue;
     }
     auto [it, fresh] = decoded.emplace(s.unit, used);
     if (fresh) {
       const size_t n = s.unit->unit->num_elements();
       if (used + n > scratch.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("scratch of ", scratch.size(),
-                                                       " elements; the model needs ", used + n));
+        return absl::InvalidArgumentError(
+            absl::StrCat("scratch of ", scratch.size(), " elements; the model needs ", used + n));
       }
-      DF11_RETURN_IF_ERROR(s.decoder->Decode(scratch.subspan(used, n), pool));
+      if (s.interleaved != nullptr) {
+        DF11_RETURN_IF_ERROR(s.interleaved->Decode(scratch.subspan(used, n), pool));
+      } else {
+        DF11_RETURN_IF_ERROR(s.decoder->Decode(scratch.subspan(used, n), pool));
+      }
       used += n;
     }
     out[k].data = scratch.data() + it->second + s.offset;
@@ -222,12 +283,15 @@ absl::StatusOr<LayerWeights> Model::Layer(int64_t i, std::span<uint16_t> scratch
   static_assert(std::size(refs) == 18);
   DF11_RETURN_IF_ERROR(Resolve(names, keep, refs, scratch, pool));
   LayerWeights w;
-  MatrixRef* matrices[kMatrices] = {&w.q_proj, &w.k_proj,  &w.v_proj,   &w.o_proj,
+  MatrixRef* matrices[kMatrices] = {&w.q_proj,    &w.k_proj,  &w.v_proj,   &w.o_proj,
                                     &w.gate_proj, &w.up_proj, &w.down_proj};
   for (size_t k = 0; k < kMatrices; ++k) *matrices[k] = refs[k];
-  const uint16_t** vectors[] = {&w.input_norm, &w.post_attention_norm, &w.q_norm, &w.k_norm,
-                                &w.q_bias,     &w.k_bias,              &w.v_bias, &w.o_bias,
-                                &w.gate_bias,  &w.up_bias,             &w.down_bias};
+  const uint16_t** vectors[] = {&w.input_norm, &w.post_attention_norm,
+                                &w.q_norm,     &w.k_norm,
+                                &w.q_bias,     &w.k_bias,
+                                &w.v_bias,     &w.o_bias,
+                                &w.gate_bias,  &w.up_bias,
+                                &w.down_bias};
   static_assert(kMatrices + std::size(vectors) == std::size(refs));
   for (size_t k = 0; k < std::size(vectors); ++k) *vectors[k] = refs[kMatrices + k].data;
   return w;
@@ -245,7 +309,10 @@ absl::Status Model::EmbedTokens(std::span<const int32_t> tokens, float* out) con
           absl::StrCat("token id ", t, " is outside the vocabulary of ", config_.vocab_size));
     }
     const uint16_t* bf16 = s.data + int64_t{t} * hidden;
-    if (s.unit != nullptr) {
+    if (s.interleaved != nullptr) {
+      DF11_RETURN_IF_ERROR(s.interleaved->DecodeElements(s.offset + size_t(t) * hidden, row));
+      bf16 = row.data();
+    } else if (s.unit != nullptr) {
       DF11_RETURN_IF_ERROR(s.decoder->DecodeElements(s.offset + size_t(t) * hidden, row));
       bf16 = row.data();
     }
@@ -263,8 +330,8 @@ absl::StatusOr<MatrixRef> Model::LmHead(std::span<uint16_t> scratch, codec::Thre
   const std::string name = config_.tie_word_embeddings ? kEmbedding : "lm_head.weight";
   const bool keep = !decode;
   MatrixRef ref;
-  DF11_RETURN_IF_ERROR(Resolve(std::span(&name, 1), std::span(&keep, 1), std::span(&ref, 1),
-                               scratch, pool));
+  DF11_RETURN_IF_ERROR(
+      Resolve(std::span(&name, 1), std::span(&keep, 1), std::span(&ref, 1), scratch, pool));
   return ref;
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "codec/interleaved.h"
 #include "codec/model.h"
 #include "daemon/runtime/cpu_backend.h"
 #include "daemon/runtime/model.h"
@@ -58,8 +59,8 @@ int32_t Argmax(std::span<const float> v) {
 }
 
 struct Generation {
-  std::vector<float> logits;      // after the prompt
-  std::vector<int32_t> greedy;    // 32 tokens
+  std::vector<float> logits;    // after the prompt
+  std::vector<int32_t> greedy;  // 32 tokens
 };
 
 Generation Generate(CpuBackend& backend, const Model& model, const std::vector<int32_t>& prompt) {
@@ -85,8 +86,11 @@ class EngineGoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineGoldenTest, MatchesTransformersFromDf11AndBf16) {
   const std::string name = GetParam();
-  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> bf16, Model::Load((EngineData() / name).string()));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> bf16,
+                            Model::Load((EngineData() / name).string()));
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> df11, Model::Load(Df11Dir(name).string()));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> df11_layout,
+                            Model::Load(Df11Dir(name).string(), {.interleave = false}));
   EXPECT_FALSE(bf16->is_df11());
   EXPECT_TRUE(df11->is_df11());
   EXPECT_GT(df11->layer_scratch_elements(), 0u);
@@ -102,11 +106,15 @@ TEST_P(EngineGoldenTest, MatchesTransformersFromDf11AndBf16) {
     const Generation from_df11 = Generate(backend, *df11, prompt);
     const Generation from_bf16 = Generate(backend, *bf16, prompt);
     const Generation without_overlap = Generate(sequential, *df11, prompt);
+    const Generation from_df11_layout = Generate(backend, *df11_layout, prompt);
     EXPECT_LE(RelativeL2(from_df11.logits, expected), 1e-3);
     EXPECT_EQ(from_df11.greedy, greedy);
     // The same weight bits through the same arithmetic: identical logits.
     EXPECT_EQ(from_df11.logits, from_bf16.logits);
     EXPECT_EQ(from_bf16.greedy, greedy);
+    // Re-encoded (where the CPU has AVX-512) or kept in DF11's layout: identical logits.
+    EXPECT_EQ(from_df11_layout.logits, from_df11.logits);
+    EXPECT_EQ(from_df11_layout.greedy, from_df11.greedy);
     // Decoding the next block in the background changes nothing.
     EXPECT_EQ(without_overlap.logits, from_df11.logits);
     EXPECT_EQ(without_overlap.greedy, from_df11.greedy);
@@ -119,7 +127,8 @@ TEST_P(EngineGoldenTest, BatchedSequencesMatchSingleSequences) {
   const int64_t V = model->config().vocab_size;
   CpuBackend backend({.threads = 2});
   std::vector<std::vector<int32_t>> prompts;
-  for (const auto& c : Goldens()["models"][name]) prompts.push_back(c["prompt"].get<std::vector<int32_t>>());
+  for (const auto& c : Goldens()["models"][name])
+    prompts.push_back(c["prompt"].get<std::vector<int32_t>>());
   std::vector<std::unique_ptr<KvCache>> caches;
   for (size_t i = 0; i < prompts.size(); ++i) {
     DF11_ASSERT_OK_AND_ASSIGN(caches.emplace_back(), backend.NewCache(model->config(), 64));
@@ -174,25 +183,41 @@ void ZeroTensorBytes(const fs::path& path, const std::string& name, size_t first
   ASSERT_TRUE(f.good());
 }
 
-// A DF11 block whose codes were overwritten loads (only the bitstream is wrong) but every forward
-// pass through it is kDataLoss naming the unit, for prefill (decoded into scratch) and for decode
-// steps (decoded inside the matrix products); the same backend keeps serving a sound model.
-TEST(CpuBackendTest, CorruptBlockIsDataLossAndOtherModelsKeepServing) {
+// A copy of the qwen3 fixture whose layer-1 block has its codes overwritten.
+fs::path CorruptQwen3() {
   const fs::path corrupt = fs::path(::testing::TempDir()) / "engine_qwen3_corrupt";
   fs::remove_all(corrupt);
   fs::copy(Df11Dir("qwen3"), corrupt);
   ZeroTensorBytes(corrupt / "model_layers_1.safetensors", "model.layers.1.encoded_exponent", 1000,
                   3000);
+  return corrupt;
+}
+
+// Re-encoding at load decodes every unit, so a corrupt block is refused there, naming the unit.
+TEST(CpuBackendTest, CorruptBlockIsDataLossAtLoadWhenReencoded) {
+  if (!codec::InterleavedUnit::Supported()) GTEST_SKIP() << "no AVX-512 VBMI2: no re-encoding";
+  const fs::path corrupt = CorruptQwen3();
   if (HasFatalFailure()) return;
-  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> bad, Model::Load(corrupt.string()));
+  EXPECT_THAT(Model::Load(corrupt.string()).status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("model.layers.1")));
+}
+
+// Kept in DF11's layout, a block whose codes were overwritten loads (only the bitstream is wrong)
+// but every forward pass through it is kDataLoss naming the unit, for prefill (decoded into
+// scratch) and for decode steps (decoded inside the matrix products); the same backend keeps
+// serving a sound model.
+TEST(CpuBackendTest, CorruptBlockIsDataLossAndOtherModelsKeepServing) {
+  const fs::path corrupt = CorruptQwen3();
+  if (HasFatalFailure()) return;
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> bad,
+                            Model::Load(corrupt.string(), {.interleave = false}));
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> good, Model::Load(Df11Dir("qwen3").string()));
   CpuBackend backend({.threads = 2});
   const int64_t V = bad->config().vocab_size;
   std::vector<float> logits(V);
   for (const size_t tokens : {size_t{1}, size_t{12}}) {
     SCOPED_TRACE(::testing::Message() << tokens << " tokens");
-    DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> cache,
-                              backend.NewCache(bad->config(), 16));
+    DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> cache, backend.NewCache(bad->config(), 16));
     const std::vector<int32_t> prompt(tokens, 5);
     SequenceStep step{cache.get(), prompt};
     EXPECT_THAT(backend.Forward(*bad, std::span(&step, 1), logits),
