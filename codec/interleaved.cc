@@ -164,10 +164,10 @@ void EncodeSegment(const CodeBook& book, const uint16_t* bf16, size_t count, Seg
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,bmi2,popcnt")))
 
 // Sinks of the AVX-512 decoder: each gets the fp32 values of elements [at, at + valid) of the
-// segment (valid <= 16, lanes past it undefined).
+// segment (valid <= 16, lanes past it undefined), decoded by lane group `group` of the step.
 struct Bf16Sink {
   uint16_t* out;
-  DF11_AVX512 void operator()(size_t at, __m512 values, int valid) const {
+  DF11_AVX512 void operator()(size_t at, __m512 values, int valid, int) const {
     const __m256i bf16 = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(values), 16));
     _mm256_mask_storeu_epi16(out + at, static_cast<__mmask16>((1u << valid) - 1), bf16);
   }
@@ -177,31 +177,32 @@ struct Bf16Sink {
 // 8 lanes (in-lane unpacks): its lane j of vector v holds value kRunOrder[8v + j].
 constexpr int kRunOrder[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
 
-// Dot products of whole rows with x (rows a multiple of 16 long). Lane q of `even` accumulates
-// value q of the row's runs 0, 2, 4, ... of 16 values, `odd` of runs 1, 3, ...: lane for lane
-// the fused multiply-adds of MatVecBf16's four 8-lane accumulators, whose reduction Finish
-// repeats.
+// Dot products of whole rows with x (rows a multiple of 16 long). acc[0] lane q accumulates value
+// q of the row's runs 0, 2, 4, ... of 16 values, acc[1] of runs 1, 3, ...: lane for lane the
+// fused multiply-adds of MatVecBf16's four 8-lane accumulators, whose reduction Finish repeats.
+// With rows a multiple of 64 long, group g of a step always holds a run of parity g % 2 and rows
+// end with steps, which the compiler resolves once the group loop is unrolled.
+template <bool kRowsOf64>
 struct DotSink {
   const float* x;
   int64_t row_length;
   float* y;
   int64_t col = 0;
-  __m512 even, odd;
+  __m512 acc[2];
 
-  DF11_AVX512 void operator()(size_t, __m512 values, int) {
-    const __m512 xv = _mm512_loadu_ps(x + col);
-    if (col & 16) {
-      odd = _mm512_fmadd_ps(values, xv, odd);
-    } else {
-      even = _mm512_fmadd_ps(values, xv, even);
-    }
+  DF11_AVX512 DotSink(const float* x, int64_t row_length, float* y)
+      : x(x), row_length(row_length), y(y), acc{_mm512_setzero_ps(), _mm512_setzero_ps()} {}
+
+  DF11_AVX512 void operator()(size_t, __m512 values, int, int group) {
+    const int parity = kRowsOf64 ? group % 2 : static_cast<int>(col / 16 % 2);
+    acc[parity] = _mm512_fmadd_ps(values, _mm512_loadu_ps(x + col), acc[parity]);
     col += 16;
-    if (col == row_length) Finish();
+    if ((!kRowsOf64 || group == 3) && col == row_length) Finish();
   }
   DF11_AVX512 void Finish() {
     alignas(64) float e[16], o[16];
-    _mm512_store_ps(e, even);
-    _mm512_store_ps(o, odd);
+    _mm512_store_ps(e, acc[0]);
+    _mm512_store_ps(o, acc[1]);
     float h[8];
     for (int j = 0; j < 8; ++j) {
       h[j] = (e[kRunOrder[j]] + e[kRunOrder[8 + j]]) + (o[kRunOrder[j]] + o[kRunOrder[8 + j]]);
@@ -209,7 +210,7 @@ struct DotSink {
     float s[4];
     for (int j = 0; j < 4; ++j) s[j] = h[j] + h[j + 4];
     *y++ = (s[0] + s[2]) + (s[1] + s[3]);
-    even = odd = _mm512_setzero_ps();
+    acc[0] = acc[1] = _mm512_setzero_ps();
     col = 0;
   }
 };
@@ -428,7 +429,7 @@ DF11_AVX512 void InterleavedUnit::DecodeSegmentAvx512(size_t s, Sink& sink) cons
             _mm512_maskz_permutexvar_epi8(kBytes23, sm_bytes, _mm512_broadcast_i32x4(sm16));
         const __m512i bits = _mm512_ternarylogic_epi32(sign_and_mantissa, placed,
                                                        _mm512_slli_epi32(exponent, 23), 0xCA);
-        sink(at, _mm512_castsi512_ps(bits), valid);
+        sink(at, _mm512_castsi512_ps(bits), valid, g);
       }
       buffer[g] = _mm512_sllv_epi32(_mm512_or_si512(buffer[g], pending[g]), length);
       held[g] = _mm512_sub_epi32(held[g], length);
@@ -454,13 +455,13 @@ DF11_AVX512 void InterleavedUnit::MatVecSegments(size_t begin, size_t end, const
                                                  float* y) const {
   if (begin == end) return;
   const Region& r = regions_[segments_[begin].region];
-  DotSink sink{.x = x,
-               .row_length = r.row_length,
-               .y = y,
-               .col = 0,
-               .even = _mm512_setzero_ps(),
-               .odd = _mm512_setzero_ps()};
-  for (size_t s = begin; s < end; ++s) DecodeSegmentAvx512(s, sink);
+  if (r.row_length % 64 == 0) {
+    DotSink<true> sink(x, r.row_length, y);
+    for (size_t s = begin; s < end; ++s) DecodeSegmentAvx512(s, sink);
+  } else {
+    DotSink<false> sink(x, r.row_length, y);
+    for (size_t s = begin; s < end; ++s) DecodeSegmentAvx512(s, sink);
+  }
 }
 
 absl::Status InterleavedUnit::Decode(std::span<uint16_t> out, ThreadPool* pool) const {

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codec/encoder.h"
 #include "codec/format.h"
+#include "codec/interleaved.h"
 #include "gtest/gtest.h"
 
 namespace df11::runtime {
@@ -108,9 +110,54 @@ TEST(MatVecTest, ProductsMatchADoubleSum) {
           sum += term;
           magnitude += std::abs(term);
         }
-        EXPECT_NEAR(y[r * p.out + o], sum, 1e-6 * magnitude + 1e-30) << "row " << r << ", W row " << o;
+        EXPECT_NEAR(y[r * p.out + o], sum, 1e-6 * magnitude + 1e-30)
+            << "row " << r << ", W row " << o;
       }
     }
+  }
+}
+
+// codec::InterleavedUnit::MatVecSegments decodes and multiplies in one pass; it must give the BF16
+// kernel's bits, for rows a multiple of 64 long and for other multiples of 16, over any split of
+// the segments.
+TEST(InterleavedMatVecTest, MatchesTheBf16Kernel) {
+  if (!codec::InterleavedUnit::Supported()) GTEST_SKIP() << "no AVX-512 VBMI2";
+  const std::pair<int64_t, int64_t> shapes[] = {{40, 1024}, {33, 48}, {9, 3072}, {500, 80}};
+  std::mt19937 rng(7);
+  std::vector<uint16_t> w;
+  std::vector<codec::InterleavedUnit::Region> regions;
+  for (auto [rows, length] : shapes) {
+    regions.push_back({.first = w.size(), .rows = rows, .row_length = length});
+    for (int64_t i = 0; i < rows * length; ++i) w.push_back(RandomBf16(rng));
+  }
+  const std::span<const uint16_t> parts[] = {w};
+  auto encoded = codec::EncodeUnit(parts);
+  ASSERT_TRUE(encoded.ok()) << encoded.status();
+  auto unit = codec::Unit::Validate(encoded->tensors(), "test");
+  ASSERT_TRUE(unit.ok()) << unit.status();
+  const codec::UnitDecoder decoder(*unit);
+  auto u = codec::InterleavedUnit::Build(decoder, regions, nullptr);
+  ASSERT_TRUE(u.ok()) << u.status();
+  for (size_t r = 0; r < regions.size(); ++r) {
+    const auto [first, rows, length] = regions[r];
+    SCOPED_TRACE(absl::StrCat(rows, " rows of ", length));
+    ASSERT_TRUE(u->FusedMatVecSupported(r));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(length);
+    for (float& v : x) v = normal(rng);
+    MatVecInput input;
+    input.Set(x.data(), 1, length);
+    std::vector<float> expected(rows);
+    MatVecBf16(w.data() + first, rows, input, expected.data(), rows);
+    const size_t begin = u->first_segment(r), end = u->first_segment(r + 1);
+    std::vector<float> whole(rows), split(rows);
+    u->MatVecSegments(begin, end, x.data(), whole.data());
+    EXPECT_EQ(whole, expected);
+    for (size_t s = begin; s < end; ++s) {
+      const size_t row = (u->segment_first(s) - first) / length;
+      u->MatVecSegments(s, s + 1, x.data(), split.data() + row);
+    }
+    EXPECT_EQ(split, expected);
   }
 }
 
