@@ -146,19 +146,23 @@ absl::Status Model::Index(bool interleave) {
     for (const auto& u : df11_->units()) {
       const codec::UnitDecoder& decoder = decoders_.try_emplace(&u, *u.unit).first->second;
       const codec::UnitTensors& t = u.unit->tensors();
+      // The unit as stored; a re-encoding is kept only when it is not larger, so that a model
+      // never holds more than EstimateModel said (LLM weights: about 6 % less).
+      const uint64_t stored = t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
+                              t.output_positions.size() + t.gaps.size() +
+                              t.split_positions.size() * sizeof(int64_t);
       const codec::InterleavedUnit* interleaved = nullptr;
       if (pool != nullptr) {
         DF11_ASSIGN_OR_RETURN(codec::InterleavedUnit built,
                               codec::InterleavedUnit::Build(decoder, UnitRegions(u), pool.get()));
-        interleaved = &interleaved_.emplace(&u, std::move(built)).first->second;
-        ReleasePages(t.encoded_exponent);
-        ReleasePages(t.gaps);
-        unit_bytes_ += interleaved->stored_bytes() + t.sign_mantissa.size();
-      } else {
-        unit_bytes_ += t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
-                       t.output_positions.size() + t.gaps.size() +
-                       t.split_positions.size() * sizeof(int64_t);
+        if (built.stored_bytes() + t.sign_mantissa.size() <= stored) {
+          interleaved = &interleaved_.emplace(&u, std::move(built)).first->second;
+          ReleasePages(t.encoded_exponent);
+          ReleasePages(t.gaps);
+        }
       }
+      unit_bytes_ +=
+          interleaved != nullptr ? interleaved->stored_bytes() + t.sign_mantissa.size() : stored;
       size_t offset = 0;
       for (size_t i = 0; i < u.weight_names.size(); ++i) {
         Source s;

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/df11_client.h"
+#include "codec/interleaved.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -349,7 +350,12 @@ TEST_F(DaemonTest, EveryByteIsAccounted) {
   for (const v1::ModelInfo& m : status.models()) {
     absl::StatusOr<v1::EstimateModelResponse> e = client_->EstimateModel(m.source());
     ASSERT_TRUE(e.ok()) << e.status();
-    EXPECT_EQ(e->df11_units(), m.bytes(0).df11_units()) << m.name();
+    // The CPU backend re-encodes DF11 units where the CPU has AVX-512, into no more bytes.
+    if (codec::InterleavedUnit::Supported()) {
+      EXPECT_LE(m.bytes(0).df11_units(), e->df11_units()) << m.name();
+    } else {
+      EXPECT_EQ(e->df11_units(), m.bytes(0).df11_units()) << m.name();
+    }
     EXPECT_EQ(e->passthrough(), m.bytes(0).passthrough()) << m.name();
     EXPECT_EQ(e->df11(), m.df11());
   }
