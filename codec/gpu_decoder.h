@@ -21,15 +21,19 @@ namespace df11::codec::gpu {
 // An opaque CUDA stream (a cudaStream_t); nullptr is the legacy default stream.
 using StreamRef = void*;
 
+// The most views one DecodeUnits call takes.
+inline constexpr size_t kMaxUnitsPerLaunch = 64;
+
 // Bytes of device workspace DecodeUnits needs for `n_units` units. Pure; allocates nothing.
 size_t DecodeWorkspaceBytes(size_t n_units);
 
-// Enqueues decoding of every unit of `units` (views of device memory, see UnitView; the array
-// itself is host memory and is copied into `workspace`) into their `out` buffers, with one kernel
-// launch, on `stream`; does not synchronize. `workspace` must hold DecodeWorkspaceBytes(n) bytes of
-// device memory and stay untouched until the stream has passed this point. Allocates no device
-// memory. kInvalidArgument for no units, a small workspace or more than 2^32 blocks in all;
-// kInternal naming the CUDA call that failed. Thread-safe: no shared state.
+// Enqueues decoding of every view of `units` (whole units or block ranges of them, in device
+// memory, see UnitView; the array itself is host memory and is copied into `workspace`) into
+// their `out` buffers, with one kernel launch, on `stream`; does not synchronize. `workspace` must
+// hold DecodeWorkspaceBytes(n) bytes of device memory and stay untouched until the stream has
+// passed this point. Allocates nothing, on the device or the host. kInvalidArgument for no units,
+// more than kMaxUnitsPerLaunch, a small workspace or more than 2^32 blocks in all; kInternal
+// naming the CUDA call that failed. Thread-safe: no shared state.
 absl::Status DecodeUnits(std::span<const UnitView> units, void* workspace, size_t workspace_bytes,
                          StreamRef stream);
 

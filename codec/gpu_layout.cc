@@ -73,6 +73,49 @@ absl::Status WalkBlock(const Unit& unit, const std::vector<uint64_t>& table, siz
 
 }  // namespace
 
+UnitSizes UnitSizes::Of(const Unit& unit) {
+  const UnitTensors& t = unit.tensors();
+  return UnitSizes{.elements = t.sign_mantissa.size(),
+                   .stream_bytes = t.encoded_exponent.size(),
+                   .gaps_bytes = t.gaps.size(),
+                   .lut_bytes = t.luts.size()};
+}
+
+GpuUnitImage GpuUnitImage::Of(const UnitSizes& s) {
+  GpuUnitImage image;
+  uint64_t size = 0;
+  auto section = [&size](uint64_t bytes) {
+    const uint64_t at = size;
+    size = (size + bytes + kAlignment - 1) / kAlignment * kAlignment;
+    return at;
+  };
+  image.stream = section(s.stream_bytes + gpu::kStreamPadBytes);
+  image.sign_mantissa = section(s.elements);
+  image.gaps = section(s.gaps_bytes + 1);
+  image.positions = section((s.blocks() + 1) * sizeof(uint32_t));
+  image.segment_offsets = section(s.blocks() * gpu::kSegmentsPerBlock * sizeof(uint16_t));
+  image.table = section(gpu::kTableEntries * sizeof(uint32_t));
+  image.luts = section(s.lut_bytes);
+  image.bytes = size;
+  return image;
+}
+
+gpu::UnitView GpuUnitImage::View(const void* base, const UnitSizes& sizes, uint16_t* out) const {
+  const auto* b = static_cast<const char*>(base);
+  return gpu::UnitView{reinterpret_cast<const uint32_t*>(b + stream),
+                       reinterpret_cast<const uint8_t*>(b + sign_mantissa),
+                       reinterpret_cast<const uint8_t*>(b + gaps),
+                       reinterpret_cast<const uint32_t*>(b + positions),
+                       reinterpret_cast<const uint16_t*>(b + segment_offsets),
+                       reinterpret_cast<const uint32_t*>(b + table),
+                       reinterpret_cast<const uint8_t*>(b + luts),
+                       out,
+                       static_cast<uint32_t>(sizes.elements),
+                       static_cast<uint32_t>(sizes.stream_bytes),
+                       static_cast<uint32_t>(sizes.blocks()),
+                       static_cast<uint32_t>(sizes.lut_bytes / 256)};
+}
+
 absl::StatusOr<GpuLayout> BuildGpuLayout(const Unit& unit, ThreadPool* pool) {
   GpuLayout layout;
   layout.table.resize(gpu::kTableEntries);

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codec/cuda/decode_steps.h"
+#include "codec/format.h"
 #include "codec/thread_pool.h"
 #include "codec/unit.h"
 
@@ -27,6 +29,33 @@ struct GpuLayout {
   uint64_t extra_bytes() const {
     return segment_offsets.size() * sizeof(uint16_t) + table.size() * sizeof(uint32_t);
   }
+};
+
+// The sizes that fix a unit's device image. All of them follow from the shapes of its tensors, so
+// an estimate reads them from the safetensors headers without the data.
+struct UnitSizes {
+  uint64_t elements = 0;      // sign_mantissa bytes
+  uint64_t stream_bytes = 0;  // encoded_exponent bytes
+  uint64_t gaps_bytes = 0;    // 320 per block
+  uint64_t lut_bytes = 0;
+  uint64_t blocks() const { return gaps_bytes / format::kGapBytesPerBlock; }
+  static UnitSizes Of(const Unit& unit);
+};
+
+// A unit resident on a GPU as the decoder reads it (gpu::UnitView): the official tensors, the
+// stream with kStreamPadBytes zero bytes after it and the gaps with one, positions as n_blocks + 1
+// u32, and the GpuLayout. Byte offsets from the image's start; every section starts on a 256-byte
+// boundary. Padding bytes must read as zero.
+struct GpuUnitImage {
+  static constexpr uint64_t kAlignment = 256;
+  uint64_t stream = 0, sign_mantissa = 0, gaps = 0, positions = 0, segment_offsets = 0, table = 0,
+           luts = 0;
+  uint64_t bytes = 0;  // the whole image, a multiple of kAlignment
+
+  static GpuUnitImage Of(const UnitSizes& sizes);
+  // The decoder's view of the whole unit whose image (laid out by Of(sizes)) starts at `base`,
+  // writing its elements to `out`.
+  gpu::UnitView View(const void* base, const UnitSizes& sizes, uint16_t* out) const;
 };
 
 // Walks `unit`'s stream once, block by block on `pool` (nullptr: the calling thread), counting

@@ -37,7 +37,10 @@ inline constexpr int kMaxLutRows = 18;
 DF11_HOST_DEVICE uint32_t EntryCount(uint32_t e) { return (e >> 24) & 3; }
 DF11_HOST_DEVICE uint32_t EntryBits(uint32_t e) { return (e >> 26) & 15; }
 
-// One resident unit: pointers into device memory (host memory in the CPU harness).
+// One resident unit, or the blocks [first_block, first_block + n_blocks) of it: pointers into
+// device memory (host memory in the CPU harness). Blocks are numbered in the whole unit, so every
+// pointer but `out` is the unit's own; out[0] holds element `out_first_element` (0 for a whole
+// unit, positions[first_block] or less for a range).
 struct UnitView {
   const uint32_t* stream;            // encoded_exponent, 4-byte aligned, + kStreamPadBytes zeros
   const uint8_t* sign_mantissa;      // n_elements
@@ -46,11 +49,13 @@ struct UnitView {
   const uint16_t* segment_offsets;   // n_blocks * kSegmentsPerBlock (BuildGpuLayout)
   const uint32_t* table;             // kTableEntries multi-symbol entries (BuildGpuLayout)
   const uint8_t* luts;               // lut_rows * 256: decode rows, then the length row
-  uint16_t* out;                     // n_elements BF16 values
-  uint32_t n_elements;
-  uint32_t n_bytes;
-  uint32_t n_blocks;
+  uint16_t* out;                     // BF16 values of the decoded blocks' elements
+  uint32_t n_elements;               // of the whole unit
+  uint32_t n_bytes;                  // of the whole unit's stream
+  uint32_t n_blocks;                 // blocks to decode
   uint32_t lut_rows;
+  uint32_t first_block = 0;
+  uint32_t out_first_element = 0;
 };
 
 DF11_HOST_DEVICE uint32_t ByteSwap32(uint32_t x) {
@@ -140,7 +145,7 @@ DF11_HOST_DEVICE void JoinSlice(const UnitView& u, uint32_t b, const uint8_t* ex
   const uint32_t begin = u.positions[b];
   const uint32_t count = u.positions[b + 1] - begin;
   const uint8_t* sm = u.sign_mantissa + begin;
-  uint16_t* out = u.out + begin;
+  uint16_t* out = u.out + (begin - u.out_first_element);
   for (uint32_t i = t; i < count; i += threads) {
     out[i] = static_cast<uint16_t>(((sm[i] & 0x80u) << 8) | (uint32_t{exps[i]} << 7) |
                                    (sm[i] & 0x7Fu));

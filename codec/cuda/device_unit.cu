@@ -57,57 +57,28 @@ absl::Status DeviceBuffer::CopyToHost(void* dst, size_t bytes) const {
 absl::StatusOr<DeviceUnit> DeviceUnit::Upload(const Unit& unit, const GpuLayout& layout) {
   const UnitTensors& t = unit.tensors();
   DeviceUnit d;
-  d.n_elements_ = static_cast<uint32_t>(unit.num_elements());
-  d.n_bytes_ = static_cast<uint32_t>(unit.num_bytes());
-  d.n_blocks_ = static_cast<uint32_t>(unit.num_blocks());
-  d.lut_rows_ = static_cast<uint32_t>(unit.lut_rows());
-  // Sections 256-byte aligned, in one allocation.
-  size_t size = 0;
-  auto section = [&size](size_t bytes) {
-    const size_t at = size;
-    size = (size + bytes + 255) / 256 * 256;
-    return at;
-  };
-  d.stream_ = section(t.encoded_exponent.size() + kStreamPadBytes);
-  d.sign_mantissa_ = section(t.sign_mantissa.size());
-  d.gaps_ = section(t.gaps.size() + 1);
-  d.positions_ = section(unit.positions().size_bytes());
-  d.segment_offsets_ = section(layout.segment_offsets.size() * sizeof(uint16_t));
-  d.table_ = section(layout.table.size() * sizeof(uint32_t));
-  d.luts_ = section(t.luts.size());
-  DF11_ASSIGN_OR_RETURN(d.buffer_, DeviceBuffer::Allocate(size));
+  d.sizes_ = UnitSizes::Of(unit);
+  d.image_ = GpuUnitImage::Of(d.sizes_);
+  DF11_ASSIGN_OR_RETURN(d.buffer_, DeviceBuffer::Allocate(d.image_.bytes));
   auto* base = static_cast<char*>(d.buffer_.data());
-  DF11_CUDA_RETURN_IF_ERROR(cudaMemset(base, 0, size));  // stream and gap padding read as zero
-  auto copy = [base](size_t at, const void* src, size_t bytes) {
+  DF11_CUDA_RETURN_IF_ERROR(cudaMemset(base, 0, d.image_.bytes));  // padding reads as zero
+  auto copy = [base](uint64_t at, const void* src, size_t bytes) {
     return cuda::CudaStatus(cudaMemcpy(base + at, src, bytes, cudaMemcpyHostToDevice),
                             "cudaMemcpy");
   };
-  DF11_RETURN_IF_ERROR(copy(d.stream_, t.encoded_exponent.data(), t.encoded_exponent.size()));
-  DF11_RETURN_IF_ERROR(copy(d.sign_mantissa_, t.sign_mantissa.data(), t.sign_mantissa.size()));
-  DF11_RETURN_IF_ERROR(copy(d.gaps_, t.gaps.data(), t.gaps.size()));
-  DF11_RETURN_IF_ERROR(copy(d.positions_, unit.positions().data(), unit.positions().size_bytes()));
-  DF11_RETURN_IF_ERROR(copy(d.segment_offsets_, layout.segment_offsets.data(),
+  const GpuUnitImage& i = d.image_;
+  DF11_RETURN_IF_ERROR(copy(i.stream, t.encoded_exponent.data(), t.encoded_exponent.size()));
+  DF11_RETURN_IF_ERROR(copy(i.sign_mantissa, t.sign_mantissa.data(), t.sign_mantissa.size()));
+  DF11_RETURN_IF_ERROR(copy(i.gaps, t.gaps.data(), t.gaps.size()));
+  DF11_RETURN_IF_ERROR(copy(i.positions, unit.positions().data(), unit.positions().size_bytes()));
+  DF11_RETURN_IF_ERROR(copy(i.segment_offsets, layout.segment_offsets.data(),
                             layout.segment_offsets.size() * sizeof(uint16_t)));
-  DF11_RETURN_IF_ERROR(copy(d.table_, layout.table.data(), layout.table.size() * sizeof(uint32_t)));
-  DF11_RETURN_IF_ERROR(copy(d.luts_, t.luts.data(), t.luts.size()));
+  DF11_RETURN_IF_ERROR(copy(i.table, layout.table.data(), layout.table.size() * sizeof(uint32_t)));
+  DF11_RETURN_IF_ERROR(copy(i.luts, t.luts.data(), t.luts.size()));
   return d;
 }
 
-UnitView DeviceUnit::view(uint16_t* out) const {
-  const auto* base = static_cast<const char*>(buffer_.data());
-  return UnitView{reinterpret_cast<const uint32_t*>(base + stream_),
-                  reinterpret_cast<const uint8_t*>(base + sign_mantissa_),
-                  reinterpret_cast<const uint8_t*>(base + gaps_),
-                  reinterpret_cast<const uint32_t*>(base + positions_),
-                  reinterpret_cast<const uint16_t*>(base + segment_offsets_),
-                  reinterpret_cast<const uint32_t*>(base + table_),
-                  reinterpret_cast<const uint8_t*>(base + luts_),
-                  out,
-                  n_elements_,
-                  n_bytes_,
-                  n_blocks_,
-                  lut_rows_};
-}
+UnitView DeviceUnit::view(uint16_t* out) const { return image_.View(buffer_.data(), sizes_, out); }
 
 absl::Status DecodeOnDevice(const Unit& unit, std::span<uint16_t> out) {
   if (out.size() != unit.num_elements()) {

@@ -37,8 +37,8 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
-// One unit resident on the current device: its official tensors (stream zero-padded) and its GPU
-// layout, in one allocation.
+// One unit resident on the current device in its GpuUnitImage (official tensors, stream
+// zero-padded, and the GPU layout), in one allocation.
 class DeviceUnit {
  public:
   // Copies synchronously. Errors as DeviceBuffer::Allocate, and kInternal for a failed copy.
@@ -47,13 +47,12 @@ class DeviceUnit {
   // The view DecodeUnits takes, writing to `out` (device memory of num_elements() values).
   UnitView view(uint16_t* out) const;
   uint64_t device_bytes() const { return buffer_.size(); }
-  uint32_t num_elements() const { return n_elements_; }
+  uint32_t num_elements() const { return static_cast<uint32_t>(sizes_.elements); }
 
  private:
   DeviceBuffer buffer_;
-  size_t stream_ = 0, sign_mantissa_ = 0, gaps_ = 0, positions_ = 0, segment_offsets_ = 0,
-         table_ = 0, luts_ = 0;  // offsets into buffer_
-  uint32_t n_elements_ = 0, n_bytes_ = 0, n_blocks_ = 0, lut_rows_ = 0;
+  UnitSizes sizes_;
+  GpuUnitImage image_;  // where each section is in buffer_
 };
 
 // Decodes `unit` on the current device into host `out` (num_elements() values): builds the layout,

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "codec/cuda/cuda_status.h"
 #include "codec/cuda/decode_steps.h"
@@ -18,30 +17,40 @@ namespace {
 constexpr size_t kTableSmemBytes = kTableEntries * sizeof(uint32_t);
 constexpr size_t kLutSmemBytes = kMaxLutRows * 256;
 constexpr size_t kSmemBytes = kTableSmemBytes + kLutSmemBytes + kMaxBlockElements;
-static_assert(kSmemBytes <= 48 * 1024, "stays within the default dynamic shared memory limit");
+static_assert(kSmemBytes + (kMaxUnitsPerLaunch + 1) * sizeof(uint32_t) <= 48 * 1024,
+              "dynamic and static shared memory stay within the default 48 KB");
 // CTAs resident per SM with 45 KB of shared memory each on Hopper (228 KB per SM).
 constexpr int kCtasPerSm = 4;
 
-// Workspace: an error flag (first, so that CheckDecoded finds it without the unit count), the
-// unit views, and the first global block of each unit plus the total.
+// Workspace: an error flag (first, so that CheckDecoded finds it without the unit count), then
+// the unit views. Each CTA sums the views' block counts itself (at most kMaxUnitsPerLaunch), so
+// a launch needs nothing from the host but the views.
 struct Workspace {
   static constexpr size_t kErrorOffset = 0;
   static constexpr size_t kViewsOffset = 16;
-  static size_t PrefixOffset(size_t n) { return kViewsOffset + (n * sizeof(UnitView) + 15) / 16 * 16; }
-  static size_t Bytes(size_t n) { return PrefixOffset(n) + (n + 1) * sizeof(uint32_t); }
+  static size_t Bytes(size_t n) { return kViewsOffset + n * sizeof(UnitView); }
 };
 
 __global__ void __launch_bounds__(kSegmentsPerBlock)
-    decode_units_kernel(const UnitView* units, const uint32_t* first_block, uint32_t n_units,
-                        uint32_t* error) {
+    decode_units_kernel(const UnitView* units, uint32_t n_units, uint32_t* error) {
   extern __shared__ uint32_t smem[];
   uint32_t* table = smem;
   uint8_t* luts = reinterpret_cast<uint8_t*>(smem + kTableEntries);
   uint8_t* exps = luts + kLutSmemBytes;
+  __shared__ uint32_t first_block[kMaxUnitsPerLaunch + 1];  // launch-wide block of each view
+  if (threadIdx.x == 0) {
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < n_units; ++i) {
+      first_block[i] = total;
+      total += units[i].n_blocks;
+    }
+    first_block[n_units] = total;
+  }
+  __syncthreads();
   const uint32_t total_blocks = first_block[n_units];
   uint32_t loaded = n_units;  // no unit's tables in shared memory yet
   for (uint32_t g = blockIdx.x; g < total_blocks; g += gridDim.x) {
-    uint32_t lo = 0, hi = n_units;  // the unit whose blocks contain g
+    uint32_t lo = 0, hi = n_units;  // the view whose blocks contain g
     while (hi - lo > 1) {
       const uint32_t mid = (lo + hi) / 2;
       if (first_block[mid] <= g) lo = mid; else hi = mid;
@@ -54,7 +63,7 @@ __global__ void __launch_bounds__(kSegmentsPerBlock)
       __syncthreads();
       loaded = lo;
     }
-    const uint32_t b = g - first_block[lo];
+    const uint32_t b = unit.first_block + (g - first_block[lo]);
     if (!DecodeSegment(unit, table, luts, b, threadIdx.x, exps)) atomicOr(error, 1u);
     __syncthreads();
     JoinSlice(unit, b, exps, threadIdx.x, blockDim.x);
@@ -70,29 +79,25 @@ absl::Status DecodeUnits(std::span<const UnitView> units, void* workspace, size_
                          StreamRef stream_ref) {
   const size_t n = units.size();
   if (n == 0) return absl::InvalidArgumentError("DecodeUnits: no units");
+  if (n > kMaxUnitsPerLaunch) {
+    return absl::InvalidArgumentError("DecodeUnits: " + std::to_string(n) +
+                                      " units in one launch; at most " +
+                                      std::to_string(kMaxUnitsPerLaunch));
+  }
   if (workspace_bytes < Workspace::Bytes(n)) {
     return absl::InvalidArgumentError("DecodeUnits: workspace of " + std::to_string(workspace_bytes) +
                                       " bytes; " + std::to_string(n) + " units need " +
                                       std::to_string(Workspace::Bytes(n)));
   }
-  // Host side: a small array of block offsets (the only allocation, on the host).
-  std::vector<uint32_t> first_block(n + 1, 0);
   uint64_t total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    first_block[i] = static_cast<uint32_t>(total);
-    total += units[i].n_blocks;
-  }
+  for (const UnitView& u : units) total += u.n_blocks;
   if (total >= (uint64_t{1} << 32)) {
     return absl::InvalidArgumentError("DecodeUnits: more than 2^32 blocks in one launch");
   }
-  first_block[n] = static_cast<uint32_t>(total);
   auto* base = static_cast<char*>(workspace);
   auto stream = static_cast<cudaStream_t>(stream_ref);
   DF11_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + Workspace::kViewsOffset, units.data(),
                                             n * sizeof(UnitView), cudaMemcpyHostToDevice, stream));
-  DF11_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + Workspace::PrefixOffset(n), first_block.data(),
-                                            (n + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                                            stream));
   DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(base + Workspace::kErrorOffset, 0, sizeof(uint32_t), stream));
   if (total == 0) return absl::OkStatus();
   int device = 0, sms = 0;
@@ -100,9 +105,8 @@ absl::Status DecodeUnits(std::span<const UnitView> units, void* workspace, size_
   DF11_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const uint64_t grid = std::min<uint64_t>(total, uint64_t(sms) * kCtasPerSm);
   decode_units_kernel<<<static_cast<unsigned>(grid), kSegmentsPerBlock, kSmemBytes, stream>>>(
-      reinterpret_cast<const UnitView*>(base + Workspace::kViewsOffset),
-      reinterpret_cast<const uint32_t*>(base + Workspace::PrefixOffset(n)),
-      static_cast<uint32_t>(n), reinterpret_cast<uint32_t*>(base + Workspace::kErrorOffset));
+      reinterpret_cast<const UnitView*>(base + Workspace::kViewsOffset), static_cast<uint32_t>(n),
+      reinterpret_cast<uint32_t*>(base + Workspace::kErrorOffset));
   DF11_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

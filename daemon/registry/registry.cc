@@ -136,7 +136,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     if (metrics_ != nullptr) metrics_->ModelLoad("failed", 0);
     return estimated.status();
   }
-  const runtime::ModelEstimate& estimate = *estimated;
+  const runtime::PlacementEstimate estimate = backend_.EstimatePlacement(*estimated);
 
   {
     std::unique_lock lock(mu_);
@@ -162,16 +162,16 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
       }
       lock.lock();
     }
-    DF11_RETURN_IF_ERROR(MakeRoomLocked(estimate.resident_bytes(), name));
+    DF11_RETURN_IF_ERROR(MakeRoomLocked(estimate.total(), name));
     Entry& e = entries_[name];
     e.name = name;
     e.source = request.source;
     e.state = ModelState::kLoading;
-    e.reserved_units = estimate.unit_bytes;
+    e.reserved_units = estimate.unit_bytes + estimate.shared_growth_bytes;
     e.reserved_plain = estimate.plain_bytes;
-    e.architecture = estimate.config.architecture_name;
-    e.df11 = estimate.df11;
-    e.context_length = estimate.config.max_position_embeddings;
+    e.architecture = estimated->config.architecture_name;
+    e.df11 = estimated->df11;
+    e.context_length = estimated->config.max_position_embeddings;
     e.pinned = request.pin;
     e.keep_alive_seconds = request.keep_alive_seconds.value_or(options_.default_keep_alive_seconds);
     // A bounded number of loads read files at once; the others wait here, reserved.
@@ -229,8 +229,10 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
                                                                    HubFetch* fetch,
                                                                    const LoadProgressFn& progress) {
   // Bring every weight file into memory once, so the model is resident before its first request
-  // and the caller sees the progress; then map and validate them. A hub model's files are placed
-  // as each one completes, while the others still download.
+  // and the caller sees the progress; then map and validate them, and place them on the backend.
+  // A hub model's files are placed as each one completes, while the others still download. A
+  // backend that reads the files itself as it places them (the CUDA backend) skips the first
+  // step: its copies are the progress.
   uint64_t total = 0, placed_before = 0;
   auto report = [&](uint64_t placed) {
     LoadProgress p{.phase = LoadProgress::Phase::kPlacing,
@@ -249,7 +251,9 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
     }
     return progress(p);
   };
+  const bool populate = !backend_.ReadsFilesAtPlace();
   auto place = [&](const fs::path& file) -> absl::Status {
+    if (!populate) return absl::OkStatus();
     const std::string name = file.filename().string();
     DF11_ASSIGN_OR_RETURN(const uint64_t size,
                           PopulateFile(file.string(), kReportBytes, [&](uint64_t done) {
@@ -283,7 +287,15 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
   resident->source = request.source;
   resident->directory = directory;
   resident->resolved_revision = revision;
-  DF11_ASSIGN_OR_RETURN(resident->model, runtime::Model::Load(directory));
+  DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> host,
+                        runtime::Model::Load(directory, backend_.HostLoadOptions()));
+  DF11_ASSIGN_OR_RETURN(resident->model,
+                        backend_.Place(std::move(host), [&](uint64_t done, uint64_t all) {
+                          return progress(LoadProgress{.phase = LoadProgress::Phase::kPlacing,
+                                                       .bytes_done = done,
+                                                       .bytes_total = all,
+                                                       .files = {}});
+                        }));
   DF11_ASSIGN_OR_RETURN(
       resident->tokenizer,
       runtime::Tokenizer::FromFile((fs::path(directory) / "tokenizer.json").string()));
@@ -379,6 +391,7 @@ DeviceMemory Registry::Memory() const {
 }
 
 absl::Status Registry::PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Status()> create) {
+  if (backend_.Memory().kv_pool > 0) return create();  // the pool is already in the budget
   std::lock_guard lock(mu_);
   const DeviceMemory m = MemoryLocked();
   if (bytes > m.free()) {
@@ -446,14 +459,19 @@ uint64_t Registry::WeightsLocked() const {
 }
 
 DeviceMemory Registry::MemoryLocked() const {
+  const runtime::BackendMemory b = backend_.Memory();
   DeviceMemory m;
   m.device = device_name_;
-  m.total = backend_.device_memory_bytes();
-  m.budget = options_.budget.Resolve(m.total);
+  m.total = b.device_total;
+  m.driver_free = b.device_free;
+  m.arena = b.arena;
+  // A backend with an arena took the budget from the device at start.
+  m.budget = b.arena > 0 ? b.arena : options_.budget.Resolve(m.total);
   m.weights = WeightsLocked();
-  m.scratch = backend_.scratch_bytes();
-  m.workspace = backend_.workspace_bytes();
-  m.kv_cache = backend_.kv_cache_bytes();
+  m.scratch = b.scratch;
+  m.workspace = b.workspace;
+  m.kv_cache = b.kv_cache;
+  m.kv_pool_free = b.kv_pool_free;
   m.placeable = m.free();
   for (const std::string& name : EvictableLocked()) {
     m.placeable += entries_.at(name).model->model->resident_bytes();

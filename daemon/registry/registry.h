@@ -46,7 +46,7 @@ struct ResidentModel {
   std::string source;             // as given to LoadModel
   std::string directory;          // where its files were read
   std::string resolved_revision;  // the hub commit; empty for a directory
-  std::unique_ptr<runtime::Model> model;
+  std::unique_ptr<runtime::PlacedModel> model;
   std::optional<runtime::Tokenizer> tokenizer;
   // The model's chat template, or why it has none (a chat request then fails with this).
   absl::StatusOr<runtime::ChatTemplate> chat_template = absl::UnknownError("not loaded");
@@ -99,16 +99,19 @@ struct ModelInfo {
   int32_t queued_requests = 0;
 };
 
-// The device's memory by kind. used = weights + scratch + kv_cache + workspace.
+// The device's memory by kind. used = weights + scratch + kv_cache + kv_pool_free + workspace.
 struct DeviceMemory {
   std::string device;
-  uint64_t total = 0;
+  uint64_t total = 0;        // the device's memory, from the driver
+  uint64_t driver_free = 0;  // free on the device now, from the driver
+  uint64_t arena = 0;        // held from the device up front (the budget); 0 on the CPU
   uint64_t budget = 0;
   uint64_t weights = 0;  // resident models, and what loads in progress have reserved
   uint64_t scratch = 0;
-  uint64_t kv_cache = 0;
+  uint64_t kv_cache = 0;      // held by running requests
+  uint64_t kv_pool_free = 0;  // a GPU's KV pool pages that no request holds
   uint64_t workspace = 0;
-  uint64_t used() const { return weights + scratch + kv_cache + workspace; }
+  uint64_t used() const { return weights + scratch + kv_cache + kv_pool_free + workspace; }
   uint64_t free() const { return budget > used() ? budget - used() : 0; }
   uint64_t placeable = 0;  // free plus what eviction could free now
 };
@@ -182,7 +185,8 @@ class Registry {
   DeviceMemory Memory() const;
 
   // Runs `create` (which allocates `bytes` of KV cache on the backend) if the budget has room
-  // for them; kResourceExhausted with the numbers otherwise. Models are not evicted for KV.
+  // for them; kResourceExhausted with the numbers otherwise. A backend with a KV pool checks the
+  // pool in `create` instead. Models are not evicted for KV.
   absl::Status PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Status()> create);
 
   const std::string& device_name() const { return device_name_; }
@@ -192,7 +196,8 @@ class Registry {
     std::string name, source;
     ModelState state = ModelState::kLoading;
     std::string failure_reason;
-    // LOADING: the estimate by kind, held against the budget until the model is resident.
+    // LOADING: the placement estimate by kind, held against the budget until the model is
+    // resident (the shared growth with the units).
     uint64_t reserved_units = 0, reserved_plain = 0;
     std::shared_ptr<ResidentModel> model;  // READY, UNLOADING
     std::string architecture;

@@ -110,9 +110,26 @@ absl::StatusOr<std::unique_ptr<KvCache>> CpuBackend::NewCache(const ModelConfig&
   return std::make_unique<CpuKvCache>(config, capacity, kv_bytes_);
 }
 
-uint64_t CpuBackend::device_memory_bytes() const {
-  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
-         static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+PlacementEstimate CpuBackend::EstimatePlacement(const ModelEstimate& estimate) const {
+  return PlacementEstimate{.unit_bytes = estimate.unit_bytes, .plain_bytes = estimate.plain_bytes};
+}
+
+absl::StatusOr<std::unique_ptr<PlacedModel>> CpuBackend::Place(std::unique_ptr<Model> model,
+                                                               const PlaceProgressFn& progress) {
+  if (model == nullptr) return absl::InvalidArgumentError("Place: no model");
+  return std::unique_ptr<PlacedModel>(std::move(model));
+}
+
+BackendMemory CpuBackend::Memory() const {
+  BackendMemory m;
+  m.device_total = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                   static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  m.device_free = static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) *
+                  static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  m.scratch = scratch_bytes_.load();
+  m.workspace = workspace_bytes_.load();
+  m.kv_cache = kv_bytes_->load();
+  return m;
 }
 
 uint64_t CpuBackend::KvBytesPerPosition(const ModelConfig& config) const {
@@ -321,8 +338,14 @@ absl::Status CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const Lay
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::Forward(const Model& model, std::span<const SequenceStep> batch,
+absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const SequenceStep> batch,
                                  std::span<float> logits) {
+  const auto* host = dynamic_cast<const Model*>(&placed);
+  if (host == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("Forward: the model is placed on ",
+                                                   std::string(placed.device()), ", not the CPU"));
+  }
+  const Model& model = *host;
   const ModelConfig& c = model.config();
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;

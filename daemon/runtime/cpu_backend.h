@@ -7,7 +7,10 @@
 //    cache, so decoded weights never go to memory and no scratch is needed. Each output is the
 //    same sum in the same order as from BF16 weights: both give identical logits.
 //
+// Models stay in host memory as Model::Load opened them: Place returns the Model itself.
+//
 //   CpuBackend backend(CpuBackend::Options{});
+//   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(dir));
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<KvCache> cache, backend.NewCache(model->config(), 4096));
 //   std::vector<float> logits(model->config().vocab_size);
 //   SequenceStep step{cache.get(), prompt_ids};
@@ -67,14 +70,20 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const Options& options);
 
   std::string_view name() const override { return "cpu"; }
+  std::string_view device() const override { return "cpu"; }
+  Model::LoadOptions HostLoadOptions() const override { return Model::LoadOptions{}; }
+  bool ReadsFilesAtPlace() const override { return false; }
+  // The estimate's bytes: a model never holds more than its files (Model::Load). Scratch grows
+  // at the first forward pass that needs it.
+  PlacementEstimate EstimatePlacement(const ModelEstimate& estimate) const override;
+  // Returns `model` itself; copies nothing.
+  absl::StatusOr<std::unique_ptr<PlacedModel>> Place(std::unique_ptr<Model> model,
+                                                     const PlaceProgressFn& progress) override;
   absl::StatusOr<std::unique_ptr<KvCache>> NewCache(const ModelConfig& config,
                                                     int64_t capacity) override;
-  absl::Status Forward(const Model& model, std::span<const SequenceStep> batch,
+  absl::Status Forward(const PlacedModel& model, std::span<const SequenceStep> batch,
                        std::span<float> logits) override;
-  uint64_t device_memory_bytes() const override;
-  uint64_t scratch_bytes() const override { return scratch_bytes_.load(); }
-  uint64_t workspace_bytes() const override { return workspace_bytes_.load(); }
-  uint64_t kv_cache_bytes() const override { return kv_bytes_->load(); }
+  BackendMemory Memory() const override;
   uint64_t KvBytesPerPosition(const ModelConfig& config) const override;
 
   codec::ThreadPool& pool() { return pool_; }

@@ -9,8 +9,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "codec/gpu_layout.h"
 #include "daemon/runtime/model_config.h"
 
 namespace df11::runtime {
@@ -21,6 +23,12 @@ struct ModelEstimate {
   uint64_t unit_bytes = 0;   // the six tensors of every DF11 unit
   uint64_t plain_bytes = 0;  // every other tensor the model keeps
   uint64_t resident_bytes() const { return unit_bytes + plain_bytes; }
+  // Read from the headers, for backends that lay the model out their own way: the sizes of each
+  // DF11 unit, and the bytes of each plain tensor. Both empty when the byte counts above are an
+  // upper bound from a hub listing (from_headers false).
+  bool from_headers = false;
+  std::vector<codec::UnitSizes> units;
+  std::vector<uint64_t> plain_tensors;
 };
 
 // Errors: those of ReadModelConfig and codec::Checkpoint::Open (kNotFound for a missing

@@ -24,7 +24,8 @@ SamplingParams DefaultSamplingParams(const ModelConfig& config) {
   return p;
 }
 
-absl::StatusOr<std::unique_ptr<Sequence>> Sequence::Start(Backend& backend, const Model& model,
+absl::StatusOr<std::unique_ptr<Sequence>> Sequence::Start(Backend& backend,
+                                                          const PlacedModel& model,
                                                           const Tokenizer& tokenizer,
                                                           GenerationRequest request) {
   const ModelConfig& config = model.config();
@@ -56,7 +57,7 @@ int64_t Sequence::CachePositions(const GenerationRequest& request) {
       1, static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens - 1);
 }
 
-Sequence::Sequence(const Model& model, const Tokenizer& tokenizer, GenerationRequest request,
+Sequence::Sequence(const PlacedModel& model, const Tokenizer& tokenizer, GenerationRequest request,
                    std::unique_ptr<KvCache> cache)
     : request_(std::move(request)),
       cache_(std::move(cache)),
@@ -97,9 +98,8 @@ GeneratedToken Sequence::Advance(std::span<const float> logits) {
 }
 
 absl::StatusOr<GenerationResult> Generate(
-    Backend& backend, const Model& model, const Tokenizer& tokenizer,
-    const GenerationRequest& request,
-    const std::function<bool(const GeneratedToken&)>& on_token) {
+    Backend& backend, const PlacedModel& model, const Tokenizer& tokenizer,
+    const GenerationRequest& request, const std::function<bool(const GeneratedToken&)>& on_token) {
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Sequence> sequence,
                         Sequence::Start(backend, model, tokenizer, request));
   std::vector<float> logits(model.config().vocab_size);

@@ -71,7 +71,7 @@ class Sequence {
  public:
   // Validates `request` and makes its KV cache (CachePositions(request) positions). Errors as
   // Generate's before its first forward pass.
-  static absl::StatusOr<std::unique_ptr<Sequence>> Start(Backend& backend, const Model& model,
+  static absl::StatusOr<std::unique_ptr<Sequence>> Start(Backend& backend, const PlacedModel& model,
                                                          const Tokenizer& tokenizer,
                                                          GenerationRequest request);
   // The KV cache positions `request` needs: the prompt and max_tokens, less the last sampled
@@ -92,7 +92,7 @@ class Sequence {
   uint64_t kv_bytes() const { return cache_->bytes(); }
 
  private:
-  Sequence(const Model& model, const Tokenizer& tokenizer, GenerationRequest request,
+  Sequence(const PlacedModel& model, const Tokenizer& tokenizer, GenerationRequest request,
            std::unique_ptr<KvCache> cache);
 
   GenerationRequest request_;
@@ -110,9 +110,8 @@ class Sequence {
 // sampling params, a token id outside the vocabulary, or a prompt plus max_tokens longer than the
 // model's context (with the numbers); errors of Backend::Forward otherwise.
 absl::StatusOr<GenerationResult> Generate(
-    Backend& backend, const Model& model, const Tokenizer& tokenizer,
-    const GenerationRequest& request,
-    const std::function<bool(const GeneratedToken&)>& on_token);
+    Backend& backend, const PlacedModel& model, const Tokenizer& tokenizer,
+    const GenerationRequest& request, const std::function<bool(const GeneratedToken&)>& on_token);
 
 }  // namespace df11::runtime
 

@@ -21,35 +21,8 @@ namespace {
 
 constexpr char kEmbedding[] = "model.embed_tokens.weight";
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
+std::string ShapeText(std::span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
-// The names of layer i's tensors, in LayerWeights order; "" for tensors the config does not use.
-std::vector<std::string> LayerTensorNames(const ModelConfig& c, int64_t i) {
-  const std::string p = absl::StrCat("model.layers.", i, ".");
-  const bool qkv_bias = c.attention_bias;
-  const bool o_bias = c.attention_bias && c.architecture != Architecture::kQwen2;
-  const bool qk_norm = c.architecture == Architecture::kQwen3;
-  auto maybe = [](bool present, std::string name) { return present ? name : std::string(); };
-  return {p + "self_attn.q_proj.weight",
-          p + "self_attn.k_proj.weight",
-          p + "self_attn.v_proj.weight",
-          p + "self_attn.o_proj.weight",
-          p + "mlp.gate_proj.weight",
-          p + "mlp.up_proj.weight",
-          p + "mlp.down_proj.weight",
-          p + "input_layernorm.weight",
-          p + "post_attention_layernorm.weight",
-          maybe(qk_norm, p + "self_attn.q_norm.weight"),
-          maybe(qk_norm, p + "self_attn.k_norm.weight"),
-          maybe(qkv_bias, p + "self_attn.q_proj.bias"),
-          maybe(qkv_bias, p + "self_attn.k_proj.bias"),
-          maybe(qkv_bias, p + "self_attn.v_proj.bias"),
-          maybe(o_bias, p + "self_attn.o_proj.bias"),
-          maybe(c.mlp_bias, p + "mlp.gate_proj.bias"),
-          maybe(c.mlp_bias, p + "mlp.up_proj.bias"),
-          maybe(c.mlp_bias, p + "mlp.down_proj.bias")};
 }
 
 std::vector<std::vector<int64_t>> LayerTensorShapes(const ModelConfig& c) {
@@ -94,6 +67,38 @@ void ReleasePages(std::span<const uint8_t> bytes) {
 
 }  // namespace
 
+std::vector<std::string> LayerTensorNames(const ModelConfig& c, int64_t i) {
+  const std::string p = absl::StrCat("model.layers.", i, ".");
+  const bool qkv_bias = c.attention_bias;
+  const bool o_bias = c.attention_bias && c.architecture != Architecture::kQwen2;
+  const bool qk_norm = c.architecture == Architecture::kQwen3;
+  auto maybe = [](bool present, std::string name) { return present ? name : std::string(); };
+  return {p + "self_attn.q_proj.weight",
+          p + "self_attn.k_proj.weight",
+          p + "self_attn.v_proj.weight",
+          p + "self_attn.o_proj.weight",
+          p + "mlp.gate_proj.weight",
+          p + "mlp.up_proj.weight",
+          p + "mlp.down_proj.weight",
+          p + "input_layernorm.weight",
+          p + "post_attention_layernorm.weight",
+          maybe(qk_norm, p + "self_attn.q_norm.weight"),
+          maybe(qk_norm, p + "self_attn.k_norm.weight"),
+          maybe(qkv_bias, p + "self_attn.q_proj.bias"),
+          maybe(qkv_bias, p + "self_attn.k_proj.bias"),
+          maybe(qkv_bias, p + "self_attn.v_proj.bias"),
+          maybe(o_bias, p + "self_attn.o_proj.bias"),
+          maybe(c.mlp_bias, p + "mlp.gate_proj.bias"),
+          maybe(c.mlp_bias, p + "mlp.up_proj.bias"),
+          maybe(c.mlp_bias, p + "mlp.down_proj.bias")};
+}
+
+std::string EmbeddingName() { return kEmbedding; }
+
+std::string LmHeadName(const ModelConfig& config) {
+  return config.tie_word_embeddings ? kEmbedding : "lm_head.weight";
+}
+
 absl::StatusOr<bool> IsDf11Directory(const std::string& dir) {
   std::ifstream in(std::filesystem::path(dir) / "config.json");
   if (!in) return absl::NotFoundError(absl::StrCat(dir, " has no config.json"));
@@ -125,6 +130,7 @@ absl::Status Model::Index(bool interleave) {
   auto add_plain = [this](const codec::TensorView* t) {
     Source s;
     s.shape = t->shape;
+    s.bytes = t->data;
     if (t->dtype == codec::DType::kBF16) {
       if (reinterpret_cast<uintptr_t>(t->data.data()) % 2 == 0) {
         s.data = reinterpret_cast<const uint16_t*>(t->data.data());
@@ -204,7 +210,7 @@ absl::Status Model::Index(bool interleave) {
     }
     layer_scratch_elements_ = std::max(layer_scratch_elements_, units_elements(names));
   }
-  const std::string head = c.tie_word_embeddings ? kEmbedding : "lm_head.weight";
+  const std::string head = LmHeadName(c);
   DF11_RETURN_IF_ERROR(Find(kEmbedding, {c.vocab_size, c.hidden_size}).status());
   DF11_RETURN_IF_ERROR(Find(head, {c.vocab_size, c.hidden_size}).status());
   head_scratch_elements_ = units_elements(std::span(&head, 1));
@@ -331,12 +337,40 @@ absl::Status Model::EmbedTokens(std::span<const int32_t> tokens, float* out) con
 
 absl::StatusOr<MatrixRef> Model::LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool,
                                         bool decode) const {
-  const std::string name = config_.tie_word_embeddings ? kEmbedding : "lm_head.weight";
+  const std::string name = LmHeadName(config_);
   const bool keep = !decode;
   MatrixRef ref;
   DF11_RETURN_IF_ERROR(
       Resolve(std::span(&name, 1), std::span(&keep, 1), std::span(&ref, 1), scratch, pool));
   return ref;
+}
+
+std::span<const codec::Df11Model::UnitEntry> Model::units() const {
+  if (df11_ == nullptr) return {};
+  return df11_->units();
+}
+
+std::vector<std::pair<std::string, std::span<const std::byte>>> Model::plain_tensors() const {
+  std::vector<std::pair<std::string, std::span<const std::byte>>> out;
+  for (const auto& [name, s] : sources_) {
+    if (s.unit == nullptr) out.emplace_back(name, s.bytes);
+  }
+  return out;
+}
+
+absl::StatusOr<WeightLocation> Model::Locate(const std::string& name) const {
+  auto it = sources_.find(name);
+  if (it == sources_.end()) return absl::NotFoundError(absl::StrCat("no tensor ", name));
+  const Source& s = it->second;
+  WeightLocation w;
+  w.shape = s.shape;
+  if (s.unit != nullptr) {
+    w.unit = static_cast<int>(s.unit - df11_->units().data());
+    w.offset = s.offset;
+  } else {
+    w.plain = s.bytes;
+  }
+  return w;
 }
 
 }  // namespace df11::runtime

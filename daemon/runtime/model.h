@@ -1,8 +1,9 @@
-// A model's weights resident in host memory for the CPU backend, in the engine's per-block shape:
-// DF11 units stay compressed and are decoded one block at a time into caller-owned scratch; a
-// plain BF16 checkpoint is used in place (mapped). On CPUs with AVX-512 VBMI2 each DF11 unit is
-// re-encoded at load (codec::InterleavedUnit, smaller and decoded about twice as fast) and the
-// pages of its official bitstream are returned to the page cache.
+// A model opened and validated on the host, in the engine's per-block shape: DF11 units stay
+// compressed and are decoded one block at a time into caller-owned scratch; a plain BF16
+// checkpoint is used in place (mapped). It is what a backend places (Backend::Place), and the CPU
+// backend's resident model itself. On CPUs with AVX-512 VBMI2 each DF11 unit is re-encoded at
+// load for the CPU (codec::InterleavedUnit, smaller and decoded about twice as fast) and the pages
+// of its official bitstream are returned to the page cache.
 //
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load("Qwen3-8B-DF11", &pool));
 //   std::vector<uint16_t> scratch(model->layer_scratch_elements());
@@ -24,6 +25,7 @@
 #include "codec/safetensors.h"
 #include "codec/thread_pool.h"
 #include "daemon/runtime/model_config.h"
+#include "daemon/runtime/placed_model.h"
 
 namespace df11::runtime {
 
@@ -58,7 +60,23 @@ struct LayerWeights {
 // True when `dir`'s config.json has a dfloat11_config; kNotFound without config.json.
 absl::StatusOr<bool> IsDf11Directory(const std::string& dir);
 
-class Model {
+// The names of decoder layer i's tensors in LayerWeights order (q, k, v, o, gate, up, down
+// projections, then the norms and biases); "" for a tensor the config does not use.
+std::vector<std::string> LayerTensorNames(const ModelConfig& config, int64_t i);
+// The embedding's name, and the output head's (the embedding's when tied).
+std::string EmbeddingName();
+std::string LmHeadName(const ModelConfig& config);
+
+// Where a weight is stored: in a DF11 unit (an index into Model::units(), with the weight's first
+// element in it), or as a plain tensor. Borrowed from the Model.
+struct WeightLocation {
+  int unit = -1;                     // -1: a plain tensor
+  size_t offset = 0;                 // first element in the unit
+  std::span<const std::byte> plain;  // the plain tensor's bytes
+  std::span<const int64_t> shape;
+};
+
+class Model final : public PlacedModel {
  public:
   // Loads a DF11 directory (config.json with dfloat11_config) or a BF16 Hugging Face checkpoint.
   // Checks every tensor the architecture needs: present once, BF16, with the shape the config
@@ -76,8 +94,9 @@ class Model {
     return Load(dir, LoadOptions{});
   }
 
-  const ModelConfig& config() const { return config_; }
-  bool is_df11() const { return df11_ != nullptr; }
+  const ModelConfig& config() const override { return config_; }
+  bool is_df11() const override { return df11_ != nullptr; }
+  std::string_view device() const override { return "cpu"; }
 
   // Scratch (BF16 elements) that Layer and LmHead need: the largest set of DF11 units one layer
   // decodes, and the output head's unit. 0 for BF16 checkpoints. Shared by all models of an
@@ -89,9 +108,16 @@ class Model {
   bool vectors_in_units() const { return vectors_in_units_; }
   // Resident bytes: compressed units (DF11, or their re-encoding) plus plain tensors (DF11
   // passthrough tensors, or every tensor of a BF16 checkpoint).
-  uint64_t resident_bytes() const { return unit_bytes_ + plain_bytes_; }
-  uint64_t unit_bytes() const { return unit_bytes_; }
-  uint64_t plain_bytes() const { return plain_bytes_; }
+  uint64_t unit_bytes() const override { return unit_bytes_; }
+  uint64_t plain_bytes() const override { return plain_bytes_; }
+
+  // For backends that copy the model into their own memory: the DF11 units (none for a BF16
+  // checkpoint), in a fixed order; every plain tensor by name (the whole checkpoint for BF16,
+  // the passthrough tensors for DF11); and where a tensor the architecture reads is stored
+  // (kNotFound for another name).
+  std::span<const codec::Df11Model::UnitEntry> units() const;
+  std::vector<std::pair<std::string, std::span<const std::byte>>> plain_tensors() const;
+  absl::StatusOr<WeightLocation> Locate(const std::string& name) const;
 
   // Decoder layer i, decoding its DF11 units into `scratch` on `pool`; with `decode_matrices`
   // false, matrices in DF11 units are left compressed (MatrixRef::unit) and only other tensors in
@@ -111,7 +137,8 @@ class Model {
  private:
   // Where a weight lives: a plain tensor, or a piece of a DF11 unit.
   struct Source {
-    const uint16_t* data = nullptr;                       // plain tensor
+    const uint16_t* data = nullptr;                       // plain BF16 tensor (aligned)
+    std::span<const std::byte> bytes;                     // plain tensor as stored
     const codec::Df11Model::UnitEntry* unit = nullptr;    // or a unit ...
     const codec::UnitDecoder* decoder = nullptr;          // ... with its decoder ...
     size_t offset = 0;                                    // ... and the piece's first element

@@ -219,7 +219,7 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
       continue;
     }
     if (!StartJob(*job)) continue;
-    const runtime::Model& model = *job->model_->model;
+    const runtime::PlacedModel& model = *job->model_->model;
     const std::span<float> logits = Logits(static_cast<size_t>(model.config().vocab_size));
     runtime::SequenceStep step = job->sequence_->NextStep();
     job->first_pass_ = Clock::now();
@@ -239,7 +239,7 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
 
   // One decode step for every request that was already running, batched.
   if (!running.empty()) {
-    const runtime::Model& model = *running.front()->model_->model;
+    const runtime::PlacedModel& model = *running.front()->model_->model;
     const size_t vocab = static_cast<size_t>(model.config().vocab_size);
     steps_.clear();
     for (const std::shared_ptr<Job>& job : running) steps_.push_back(job->sequence_->NextStep());

@@ -142,9 +142,10 @@ grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
   if (!e.ok()) return ToGrpcStatus(e.status());
   response->set_architecture(e->config.architecture_name);
   response->set_df11(e->df11);
-  response->set_df11_units(e->unit_bytes);
-  response->set_passthrough(e->plain_bytes);
-  response->set_total(e->resident_bytes());
+  const runtime::PlacementEstimate placed = node_.backend().EstimatePlacement(*e);
+  response->set_df11_units(placed.unit_bytes);
+  response->set_passthrough(placed.plain_bytes);
+  response->set_total(placed.unit_bytes + placed.plain_bytes);
   response->set_kv_bytes_per_token(node_.backend().KvBytesPerPosition(e->config));
   response->set_context_length(e->config.max_position_embeddings);
   return grpc::Status::OK;

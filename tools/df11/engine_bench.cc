@@ -164,7 +164,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
     out["configs"][c.name] = {{"prefill_tokens_per_second", Median(c.prefill_tps)},
                               {"decode_tokens_per_second", Median(c.decode_tps)},
                               {"model_resident_bytes", c.model->resident_bytes()},
-                              {"scratch_bytes", c.backend->scratch_bytes()},
+                              {"scratch_bytes", c.backend->Memory().scratch},
                               {"kv_cache_bytes", c.kv_bytes}};
   }
   if (bf16 != nullptr && df11 != nullptr) {
@@ -186,7 +186,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   for (const Config& c : configs) {
     std::printf("%-16s %14.1f %14.2f %12s %12s %12s\n", c.name.c_str(), Median(c.prefill_tps),
                 Median(c.decode_tps), HumanBytes(c.model->resident_bytes()).c_str(),
-                HumanBytes(c.backend->scratch_bytes()).c_str(), HumanBytes(c.kv_bytes).c_str());
+                HumanBytes(c.backend->Memory().scratch).c_str(), HumanBytes(c.kv_bytes).c_str());
   }
   if (out.contains("ratios")) {
     for (const char* name : {"df11", "df11-sequential"}) {
