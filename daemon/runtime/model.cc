@@ -111,6 +111,7 @@ absl::StatusOr<bool> IsDf11Directory(const std::string& dir) {
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
                                                    const LoadOptions& options) {
   std::unique_ptr<Model> model(new Model());
+  model->directory_ = dir;
   DF11_ASSIGN_OR_RETURN(model->config_, ReadModelConfig(dir));
   DF11_ASSIGN_OR_RETURN(const bool df11, IsDf11Directory(dir));
   if (df11) {

@@ -95,6 +95,8 @@ class Model final : public PlacedModel {
   }
 
   const ModelConfig& config() const override { return config_; }
+  // The directory it was loaded from.
+  const std::string& directory() const { return directory_; }
   bool is_df11() const override { return df11_ != nullptr; }
   std::string_view device() const override { return "cpu"; }
 
@@ -156,6 +158,7 @@ class Model final : public PlacedModel {
                        codec::ThreadPool* pool) const;
 
   ModelConfig config_;
+  std::string directory_;
   std::unique_ptr<codec::Df11Model> df11_;
   std::unique_ptr<codec::Checkpoint> checkpoint_;
   std::map<std::string, Source> sources_;

@@ -1,0 +1,746 @@
+#include "daemon/runtime/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "codec/base/check.h"
+#include "codec/base/status_macros.h"
+#include "codec/gpu_decoder.h"
+#include "codec/gpu_layout.h"
+#include "daemon/runtime/background_job.h"
+
+namespace df11::runtime {
+namespace {
+
+// Placement reports progress after each this many bytes copied.
+constexpr uint64_t kReportBytes = 16 << 20;
+// A staging buffer is filled by several threads in pieces of this size.
+constexpr uint64_t kFillPiece = 1 << 20;
+// Decode launches in flight before FinishDecodes must have checked them.
+constexpr size_t kDecodeSlots = 64;
+
+uint64_t Align(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
+
+}  // namespace
+
+// RAII over the device's opaque handles.
+class CudaBackend::Stream {
+ public:
+  Stream(GpuDevice& device, GpuDevice::Stream handle) : device_(device), handle_(handle) {}
+  ~Stream() { device_.DestroyStream(handle_); }
+  GpuDevice::Stream get() const { return handle_; }
+
+ private:
+  GpuDevice& device_;
+  GpuDevice::Stream handle_;
+};
+
+class CudaBackend::Event {
+ public:
+  Event(GpuDevice& device, GpuDevice::Event handle) : device_(device), handle_(handle) {}
+  ~Event() { device_.DestroyEvent(handle_); }
+  GpuDevice::Event get() const { return handle_; }
+
+ private:
+  GpuDevice& device_;
+  GpuDevice::Event handle_;
+};
+
+// One decode launch's device workspace (error flag and views), and what it decoded.
+struct CudaBackend::DecodeSlot {
+  enum class What { kLayer, kHead, kEmbedding };
+  uint64_t offset = 0;  // in the workspace allocation
+  bool pending = false;
+  const CudaPlacedModel* model = nullptr;
+  What what = What::kLayer;
+  int64_t layer = 0;
+};
+
+// A model resident in the arena. Destroying it returns its memory.
+class CudaPlacedModel final : public PlacedModel {
+ public:
+  CudaPlacedModel(CudaBackend* backend, ModelConfig config, bool df11, std::string label,
+                  GpuModelPlan plan, ArenaAllocator::Id allocation,
+                  std::vector<uint32_t> embedding_positions)
+      : backend_(backend),
+        config_(std::move(config)),
+        df11_(df11),
+        label_(std::move(label)),
+        plan_(std::move(plan)),
+        allocation_(allocation),
+        embedding_positions_(std::move(embedding_positions)) {}
+  ~CudaPlacedModel() override { backend_->Release(*this); }
+
+  const ModelConfig& config() const override { return config_; }
+  bool is_df11() const override { return df11_; }
+  std::string_view device() const override { return backend_->device(); }
+  uint64_t unit_bytes() const override { return plan_.layout.unit_bytes; }
+  uint64_t plain_bytes() const override { return plan_.layout.plain_bytes; }
+
+  const std::string& label() const { return label_; }
+  const GpuModelPlan& plan() const { return plan_; }
+  ArenaAllocator::Id allocation() const { return allocation_; }
+  // P[0..n_blocks] of the embedding's unit, to find the blocks that hold a row.
+  std::span<const uint32_t> embedding_positions() const { return embedding_positions_; }
+  const CudaBackend* backend() const { return backend_; }
+
+ private:
+  CudaBackend* const backend_;
+  const ModelConfig config_;
+  const bool df11_;
+  const std::string label_;
+  const GpuModelPlan plan_;
+  const ArenaAllocator::Id allocation_;
+  const std::vector<uint32_t> embedding_positions_;
+};
+
+namespace {
+
+// A sequence's pages in the KV pool; returned when the cache is destroyed.
+class CudaKvCache final : public KvCache {
+ public:
+  CudaKvCache(KvPagePool& pool, KvPageTable table, int64_t capacity)
+      : KvCache(capacity), pool_(pool), table_(std::move(table)) {}
+  ~CudaKvCache() override { pool_.Release(table_); }
+  uint64_t bytes() const override { return table_.pages.size() * pool_.page_bytes(); }
+
+ private:
+  KvPagePool& pool_;
+  KvPageTable table_;
+};
+
+}  // namespace
+
+CudaBackend::CudaBackend(std::unique_ptr<GpuDevice> device, const Options& options)
+    : device_(std::move(device)),
+      options_(options),
+      device_name_(device_->name()),
+      arena_(options.budget, options.granule),
+      copy_pool_(options.threads),
+      layout_pool_(options.threads) {}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr<GpuDevice> device,
+                                                                 const Options& options) {
+  const std::string name = device->name();
+  if (options.granule == 0 || (options.granule & (options.granule - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the arena granule must be a power of two, got ", options.granule));
+  }
+  if (options.staging_buffers < 2 || options.staging_bytes < kFillPiece) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("placement needs at least two staging buffers of ", kFillPiece, " bytes"));
+  }
+  const uint64_t slot = Align(device->DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch), 256);
+  const uint64_t workspace =
+      Align(kDecodeSlots * slot + options.library_workspace_bytes, options.granule);
+  const uint64_t fixed = workspace + Align(options.kv_pool_bytes, options.granule);
+  if (options.budget < fixed + options.granule) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": a budget of ", options.budget,
+                     " bytes leaves no room for models after the KV pool (", options.kv_pool_bytes,
+                     " bytes) and the workspace (", workspace, " bytes)"));
+  }
+  if (options.kv_pool_bytes > 0 && options.kv_pool_bytes < options.kv_page_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a KV pool of ", options.kv_pool_bytes,
+                                                   " bytes holds no page of ",
+                                                   options.kv_page_bytes, " bytes"));
+  }
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(std::move(device), options));
+  DF11_RETURN_IF_ERROR(backend->Init());
+  return backend;
+}
+
+absl::Status CudaBackend::Init() {
+  DF11_ASSIGN_OR_RETURN(base_, device_->Allocate(arena_.capacity()));
+  auto stream = [this]() -> absl::StatusOr<std::unique_ptr<Stream>> {
+    DF11_ASSIGN_OR_RETURN(GpuDevice::Stream s, device_->CreateStream());
+    return std::make_unique<Stream>(*device_, s);
+  };
+  DF11_ASSIGN_OR_RETURN(upload_stream_, stream());
+  DF11_ASSIGN_OR_RETURN(decode_stream_, stream());
+  for (int i = 0; i < options_.staging_buffers; ++i) {
+    DF11_ASSIGN_OR_RETURN(void* host, device_->AllocateHost(options_.staging_bytes));
+    staging_.push_back(host);
+    DF11_ASSIGN_OR_RETURN(GpuDevice::Event e, device_->CreateEvent());
+    staging_done_.push_back(std::make_unique<Event>(*device_, e));
+  }
+  const uint64_t slot_bytes =
+      Align(device_->DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch), 256);
+  slot_bytes_ = slot_bytes;
+  {
+    absl::MutexLock decode_lock(&decode_mu_);
+    for (size_t i = 0; i < kDecodeSlots; ++i)
+      slots_.push_back(DecodeSlot{.offset = i * slot_bytes});
+    views_.reserve(codec::gpu::kMaxUnitsPerLaunch);
+  }
+  absl::MutexLock lock(&mu_);
+  DF11_ASSIGN_OR_RETURN(
+      workspace_id_, arena_.Allocate(kDecodeSlots * slot_bytes + options_.library_workspace_bytes));
+  if (options_.kv_pool_bytes > 0) {
+    DF11_ASSIGN_OR_RETURN(kv_pool_id_, arena_.Allocate(options_.kv_pool_bytes));
+  }
+  kv_pool_ = std::make_unique<KvPagePool>(kv_pool_id_ != 0 ? arena_.size(kv_pool_id_) : 0,
+                                          options_.kv_page_bytes);
+  return absl::OkStatus();
+}
+
+CudaBackend::~CudaBackend() {
+  {
+    absl::MutexLock lock(&mu_);
+    DF11_CHECK(models_.empty());
+  }
+  if (decode_stream_ != nullptr) device_->StreamSynchronize(decode_stream_->get()).IgnoreError();
+  if (upload_stream_ != nullptr) device_->StreamSynchronize(upload_stream_->get()).IgnoreError();
+  for (void* host : staging_) device_->FreeHost(host);
+  staging_done_.clear();
+  decode_stream_.reset();
+  upload_stream_.reset();
+  if (base_ != nullptr) device_->Free(base_);
+}
+
+char* CudaBackend::AddressLocked(ArenaAllocator::Id id) const {
+  return static_cast<char*>(base_) + arena_.offset(id);
+}
+
+absl::StatusOr<ArenaAllocator::Id> CudaBackend::AllocateLocked(uint64_t bytes,
+                                                               const std::string& what) {
+  absl::StatusOr<ArenaAllocator::Id> id = arena_.Allocate(bytes);
+  if (!id.ok() && arena_.free_bytes() >= arena_.RoundUp(bytes)) {
+    DF11_RETURN_IF_ERROR(CompactLocked());
+    id = arena_.Allocate(bytes);
+  }
+  if (!id.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " needs ", arena_.RoundUp(bytes), " bytes on ", device_name_, "; the arena of ",
+        arena_.capacity(), " bytes has ", arena_.free_bytes(), " free"));
+  }
+  return id;
+}
+
+absl::Status CudaBackend::CompactLocked() {
+  // Nothing may read or write the arena while it moves: every stream finishes first, and no
+  // new work is enqueued while the lock is held.
+  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(upload_stream_->get()));
+  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(decode_stream_->get()));
+  const std::vector<ArenaAllocator::Move> moves = arena_.Compact();
+  char* base = static_cast<char*>(base_);
+  absl::Status status;
+  for (const ArenaAllocator::Move& m : moves) {
+    ArenaAllocator::ForEachChunk(m, [&](uint64_t to, uint64_t from, uint64_t bytes) {
+      if (status.ok())
+        status = device_->CopyAsync(base + to, base + from, bytes, decode_stream_->get());
+    });
+  }
+  DF11_RETURN_IF_ERROR(status);
+  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(decode_stream_->get()));
+  ++compactions_;
+  return absl::OkStatus();
+}
+
+std::array<uint64_t, 2> CudaBackend::ScratchNeedLocked() const {
+  std::array<uint64_t, 2> need = {0, 0};
+  for (const CudaPlacedModel* m : models_) {
+    for (int b = 0; b < 2; ++b) need[b] = std::max(need[b], m->plan().scratch_elements[b]);
+  }
+  return need;
+}
+
+absl::Status CudaBackend::ResizeScratchLocked(std::array<uint64_t, 2> extra) {
+  std::array<uint64_t, 2> need = ScratchNeedLocked();
+  for (int b = 0; b < 2; ++b) need[b] = std::max(need[b], extra[b]);
+  if (need == scratch_elements_) return absl::OkStatus();
+  // Scratch holds nothing between passes: the decodes that wrote it have finished.
+  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(decode_stream_->get()));
+  for (int b = 0; b < 2; ++b) {
+    if (need[b] == scratch_elements_[b]) continue;
+    if (scratch_[b] != 0) arena_.Free(scratch_[b]);
+    scratch_[b] = 0;
+    scratch_elements_[b] = 0;
+    if (need[b] == 0) continue;
+    DF11_ASSIGN_OR_RETURN(scratch_[b], AllocateLocked(need[b] * sizeof(uint16_t),
+                                                      absl::StrCat("decode scratch ", b)));
+    scratch_elements_[b] = need[b];
+  }
+  return absl::OkStatus();
+}
+
+PlacementEstimate CudaBackend::EstimatePlacement(const ModelEstimate& estimate) const {
+  PlacementEstimate e;
+  if (estimate.from_headers) {
+    const GpuPlacementLayout layout =
+        LayOutGpuPlacement(estimate.units, estimate.plain_tensors, options_.granule);
+    e.unit_bytes = layout.unit_bytes;
+    e.plain_bytes = layout.plain_bytes;
+  } else {
+    // Sizes from a hub listing: each unit's decoder layout adds at most 1/16 of its stream, plus
+    // a table and alignment per unit (one per layer, the embedding and the head); every tensor is
+    // aligned to 256 bytes.
+    const uint64_t units = static_cast<uint64_t>(estimate.config.num_layers) + 2;
+    const uint64_t tensors = units * kLayerTensors + 3;
+    e.unit_bytes = estimate.unit_bytes + estimate.unit_bytes / 16 +
+                   units * (codec::gpu::kTableEntries * sizeof(uint32_t) + 8 * 256);
+    e.plain_bytes =
+        Align(estimate.plain_bytes + tensors * 256, options_.granule) + options_.granule;
+  }
+  const std::array<uint64_t, 2> need = ScratchElementsFromConfig(estimate.config, estimate.df11);
+  absl::ReaderMutexLock lock(&mu_);
+  for (int b = 0; b < 2; ++b) {
+    if (need[b] > scratch_elements_[b]) {
+      const uint64_t now = scratch_[b] != 0 ? arena_.size(scratch_[b]) : 0;
+      e.shared_growth_bytes += arena_.RoundUp(need[b] * sizeof(uint16_t)) - now;
+    }
+  }
+  return e;
+}
+
+absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<Model> host,
+                                                                const PlaceProgressFn& progress) {
+  if (host == nullptr) return absl::InvalidArgumentError("Place: no model");
+  DF11_ASSIGN_OR_RETURN(GpuModelPlan plan, PlanGpuModel(*host, options_.granule));
+  std::vector<uint32_t> embedding_positions;
+  if (plan.embedding_unit >= 0) {
+    const auto p = host->units()[plan.embedding_unit].unit->positions();
+    embedding_positions.assign(p.begin(), p.end());
+  }
+  // The allocation, the scratch growth and the model's entry in models_ (which keeps the scratch
+  // from shrinking under it) in one step. From then on the model owns its allocation: destroying
+  // it (on an error below) frees it.
+  std::unique_ptr<CudaPlacedModel> placed;
+  ArenaAllocator::Id allocation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    DF11_ASSIGN_OR_RETURN(
+        allocation, AllocateLocked(plan.layout.bytes(), absl::StrCat("model ", host->directory())));
+    if (absl::Status s = ResizeScratchLocked(plan.scratch_elements); !s.ok()) {
+      arena_.Free(allocation);
+      ResizeScratchLocked({0, 0}).IgnoreError();  // back to what the others need
+      return s;
+    }
+    placed = std::make_unique<CudaPlacedModel>(this, host->config(), host->is_df11(),
+                                               host->directory(), std::move(plan), allocation,
+                                               std::move(embedding_positions));
+    models_.insert(placed.get());
+  }
+  DF11_RETURN_IF_ERROR(Upload(*host, placed->plan(), allocation, progress));
+  return std::unique_ptr<PlacedModel>(std::move(placed));
+}
+
+absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
+                                 ArenaAllocator::Id allocation, const PlaceProgressFn& progress) {
+  absl::MutexLock upload_lock(&upload_mu_);
+  GpuDevice::Stream stream = upload_stream_->get();
+  const auto units = host.units();
+  const auto plain = host.plain_tensors();
+  uint64_t total = 0;
+  for (const codec::UnitSizes& s : plan.unit_sizes) {
+    total += s.stream_bytes + s.elements + s.gaps_bytes + (s.blocks() + 1) * sizeof(uint32_t) +
+             s.blocks() * codec::gpu::kSegmentsPerBlock * sizeof(uint16_t) +
+             codec::gpu::kTableEntries * sizeof(uint32_t) + s.lut_bytes;
+  }
+  for (const auto& [name, bytes] : plain) total += bytes.size();
+  uint64_t done = 0, reported = 0;
+  size_t slot = 0;
+  bool cancelled = false;
+  if (progress && !progress(0, total)) return absl::CancelledError("load cancelled");
+
+  // Copies `src` to `offset` in the allocation through the staging buffers: the host fills one
+  // while the copy engine drains the others.
+  auto copy = [&](const void* src, uint64_t bytes, uint64_t offset) -> absl::Status {
+    const auto* from = static_cast<const char*>(src);
+    for (uint64_t at = 0; at < bytes;) {
+      const uint64_t n = std::min<uint64_t>(options_.staging_bytes, bytes - at);
+      DF11_RETURN_IF_ERROR(device_->EventSynchronize(staging_done_[slot]->get()));
+      char* staging = static_cast<char*>(staging_[slot]);
+      if (n <= kFillPiece) {
+        std::memcpy(staging, from + at, n);
+      } else {
+        copy_pool_.ParallelFor((n + kFillPiece - 1) / kFillPiece, 1, [&](size_t begin, size_t end) {
+          const uint64_t first = begin * kFillPiece, last = std::min(n, end * kFillPiece);
+          std::memcpy(staging + first, from + at + first, last - first);
+        });
+      }
+      {
+        absl::ReaderMutexLock lock(&mu_);
+        DF11_RETURN_IF_ERROR(
+            device_->CopyAsync(AddressLocked(allocation) + offset + at, staging, n, stream));
+        DF11_RETURN_IF_ERROR(device_->Record(staging_done_[slot]->get(), stream));
+      }
+      slot = (slot + 1) % staging_.size();
+      at += n;
+      done += n;
+      if (progress && done - reported >= kReportBytes) {
+        reported = done;
+        if (!progress(done, total)) {
+          cancelled = true;
+          return absl::CancelledError("load cancelled");
+        }
+      }
+    }
+    return absl::OkStatus();
+  };
+
+  // The next unit's layout is built on the layout pool while this one's bytes are copied.
+  BackgroundJob layout_job;
+  std::array<absl::StatusOr<codec::GpuLayout>, 2> layouts = {absl::UnknownError(""),
+                                                             absl::UnknownError("")};
+  auto build = [&](size_t u) {
+    layout_job.Start(
+        [&, u] { layouts[u % 2] = codec::BuildGpuLayout(*units[u].unit, &layout_pool_); });
+  };
+  auto upload_all = [&]() -> absl::Status {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      DF11_RETURN_IF_ERROR(device_->MemsetAsync(AddressLocked(allocation), 0, plan.layout.bytes(),
+                                                stream));  // padding is zero
+    }
+    if (!units.empty()) build(0);
+    for (size_t u = 0; u < units.size(); ++u) {
+      layout_job.Wait();
+      absl::StatusOr<codec::GpuLayout> layout = std::move(layouts[u % 2]);
+      if (u + 1 < units.size()) build(u + 1);
+      if (!layout.ok()) return layout.status();
+      const codec::Unit& unit = *units[u].unit;
+      const codec::UnitTensors& t = unit.tensors();
+      const codec::GpuUnitImage& image = plan.layout.unit_images[u];
+      const uint64_t at = plan.layout.unit_offsets[u];
+      DF11_RETURN_IF_ERROR(
+          copy(t.encoded_exponent.data(), t.encoded_exponent.size(), at + image.stream));
+      DF11_RETURN_IF_ERROR(
+          copy(t.sign_mantissa.data(), t.sign_mantissa.size(), at + image.sign_mantissa));
+      DF11_RETURN_IF_ERROR(copy(t.gaps.data(), t.gaps.size(), at + image.gaps));
+      DF11_RETURN_IF_ERROR(
+          copy(unit.positions().data(), unit.positions().size_bytes(), at + image.positions));
+      DF11_RETURN_IF_ERROR(copy(layout->segment_offsets.data(),
+                                layout->segment_offsets.size() * sizeof(uint16_t),
+                                at + image.segment_offsets));
+      DF11_RETURN_IF_ERROR(
+          copy(layout->table.data(), layout->table.size() * sizeof(uint32_t), at + image.table));
+      DF11_RETURN_IF_ERROR(copy(t.luts.data(), t.luts.size(), at + image.luts));
+    }
+    for (size_t i = 0; i < plain.size(); ++i) {
+      DF11_RETURN_IF_ERROR(
+          copy(plain[i].second.data(), plain[i].second.size(), plan.layout.plain_offsets[i]));
+    }
+    return absl::OkStatus();
+  };
+  absl::Status status = upload_all();
+  layout_job.Wait();
+  // No copy may still be in flight into memory that is freed on an error.
+  const absl::Status synced = device_->StreamSynchronize(stream);
+  if (status.ok()) status = synced;
+  if (status.ok() && progress && !cancelled) progress(total, total);
+  return status;
+}
+
+void CudaBackend::Release(CudaPlacedModel& model) {
+  absl::MutexLock decode_lock(&decode_mu_);
+  absl::MutexLock lock(&mu_);
+  // A decode of this model may still be running.
+  device_->StreamSynchronize(decode_stream_->get()).IgnoreError();
+  for (DecodeSlot& slot : slots_) {
+    if (slot.model == &model) slot.pending = false;
+  }
+  models_.erase(&model);
+  arena_.Free(model.allocation());
+  ResizeScratchLocked({0, 0}).IgnoreError();  // shrinking never fails: its ranges were just freed
+}
+
+absl::StatusOr<std::unique_ptr<KvCache>> CudaBackend::NewCache(const ModelConfig& config,
+                                                               int64_t capacity) {
+  if (kv_pool_->pages() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(device_name_, " has no KV pool (memory.kv_cache is 0)"));
+  }
+  DF11_ASSIGN_OR_RETURN(KvPageTable table, kv_pool_->Reserve(KvBytesPerPosition(config), capacity));
+  return std::make_unique<CudaKvCache>(*kv_pool_, std::move(table), capacity);
+}
+
+absl::Status CudaBackend::Forward(const PlacedModel& model, std::span<const SequenceStep> batch,
+                                  std::span<float> logits) {
+  if (Mine(model) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Forward: the model is placed on ", std::string(model.device()), ", not ", device_name_));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "generation on ", device_name_,
+      " is not available yet: the CUDA backend holds this model and decodes its blocks, but its "
+      "forward pass (attention and matrix products on the GPU) is not built; serve the model from "
+      "a node with devices: [cpu]"));
+}
+
+BackendMemory CudaBackend::Memory() const {
+  BackendMemory m;
+  if (absl::StatusOr<GpuDevice::MemoryInfo> info = device_->GetMemoryInfo(); info.ok()) {
+    m.device_total = info->total;
+    m.device_free = info->free;
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  m.arena = arena_.capacity();
+  for (ArenaAllocator::Id id : scratch_) m.scratch += id != 0 ? arena_.size(id) : 0;
+  m.workspace = arena_.size(workspace_id_);
+  m.kv_pool = kv_pool_id_ != 0 ? arena_.size(kv_pool_id_) : 0;
+  m.kv_cache = kv_pool_->used_bytes();
+  m.kv_pool_free = m.kv_pool - m.kv_cache;
+  return m;
+}
+
+uint64_t CudaBackend::KvBytesPerPosition(const ModelConfig& config) const {
+  return 2 * static_cast<uint64_t>(config.num_layers * config.num_kv_heads * config.head_dim) *
+         sizeof(uint16_t);
+}
+
+const CudaPlacedModel* CudaBackend::Mine(const PlacedModel& model) const {
+  const auto* m = dynamic_cast<const CudaPlacedModel*>(&model);
+  return m != nullptr && m->backend() == this ? m : nullptr;
+}
+
+absl::StatusOr<CudaBackend::DecodeSlot*> CudaBackend::NextSlotLocked() {
+  DecodeSlot& slot = slots_[next_slot_];
+  if (slot.pending) DF11_RETURN_IF_ERROR(FinishDecodesLocked());
+  return &slot;
+}
+
+absl::Status CudaBackend::LaunchLocked(DecodeSlot& slot, const DecodeSlot& what) {
+  void* workspace = AddressLocked(workspace_id_) + slot.offset;
+  DF11_RETURN_IF_ERROR(device_->DecodeUnits(views_, workspace, slot_bytes_, decode_stream_->get()));
+  slot.pending = true;
+  slot.model = what.model;
+  slot.what = what.what;
+  slot.layer = what.layer;
+  next_slot_ = (next_slot_ + 1) % slots_.size();
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::FinishDecodes() {
+  absl::MutexLock lock(&decode_mu_);
+  return FinishDecodesLocked();
+}
+
+absl::Status CudaBackend::FinishDecodesLocked() {
+  absl::ReaderMutexLock lock(&mu_);
+  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(decode_stream_->get()));
+  absl::Status first;
+  for (DecodeSlot& slot : slots_) {
+    if (!slot.pending) continue;
+    slot.pending = false;
+    const absl::Status s =
+        device_->CheckDecoded(AddressLocked(workspace_id_) + slot.offset, decode_stream_->get());
+    if (s.ok() || !first.ok()) continue;
+    const std::string what = slot.what == DecodeSlot::What::kLayer
+                                 ? absl::StrCat("layer ", slot.layer)
+                             : slot.what == DecodeSlot::What::kHead ? std::string("the output head")
+                                                                    : std::string("embedding rows");
+    first = absl::Status(s.code(), absl::StrCat("decoding ", what, " of ", slot.model->label(),
+                                                " on ", device_name_, ": ", s.message()));
+  }
+  return first;
+}
+
+absl::Status CudaBackend::DecodeLayer(const PlacedModel& model, int64_t layer, int buffer) {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr) return absl::InvalidArgumentError("DecodeLayer: a model of another backend");
+  if (layer < 0 || layer >= static_cast<int64_t>(m->plan().layers.size()) || buffer < 0 ||
+      buffer > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeLayer: layer ", layer, " of ",
+                                                   m->plan().layers.size(), ", buffer ", buffer));
+  }
+  const DecodeStep& step = m->plan().layers[layer].decode;
+  if (step.units.empty()) return absl::OkStatus();
+  absl::MutexLock decode_lock(&decode_mu_);
+  DF11_ASSIGN_OR_RETURN(DecodeSlot * slot, NextSlotLocked());
+  absl::ReaderMutexLock lock(&mu_);
+  if (step.scratch_elements > scratch_elements_[buffer]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DecodeLayer: layer ", layer, " needs ", step.scratch_elements,
+                     " elements of scratch; buffer ", buffer, " holds ", scratch_elements_[buffer],
+                     " (layer i decodes into buffer i % 2)"));
+  }
+  const GpuPlacementLayout& layout = m->plan().layout;
+  const char* base = AddressLocked(m->allocation());
+  auto* out = reinterpret_cast<uint16_t*>(AddressLocked(scratch_[buffer]));
+  views_.clear();
+  for (size_t i = 0; i < step.units.size(); ++i) {
+    const int u = step.units[i];
+    views_.push_back(layout.unit_images[u].View(
+        base + layout.unit_offsets[u], m->plan().unit_sizes[u], out + step.scratch_offsets[i]));
+  }
+  return LaunchLocked(*slot,
+                      DecodeSlot{.model = m, .what = DecodeSlot::What::kLayer, .layer = layer});
+}
+
+absl::Status CudaBackend::DecodeLmHead(const PlacedModel& model) {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr) return absl::InvalidArgumentError("DecodeLmHead: a model of another backend");
+  const GpuModelPlan& plan = m->plan();
+  if (plan.head_decode.units.empty()) return absl::OkStatus();
+  absl::MutexLock decode_lock(&decode_mu_);
+  DF11_ASSIGN_OR_RETURN(DecodeSlot * slot, NextSlotLocked());
+  absl::ReaderMutexLock lock(&mu_);
+  const int u = plan.head_decode.units[0];
+  views_.clear();
+  views_.push_back(plan.layout.unit_images[u].View(
+      AddressLocked(m->allocation()) + plan.layout.unit_offsets[u], plan.unit_sizes[u],
+      reinterpret_cast<uint16_t*>(AddressLocked(scratch_[plan.head_buffer]))));
+  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kHead});
+}
+
+int64_t CudaBackend::EmbeddingRowsPerCall(const PlacedModel& model) const {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr) return 0;
+  if (m->plan().embedding_unit < 0) return std::numeric_limits<int64_t>::max();
+  absl::ReaderMutexLock lock(&mu_);
+  return static_cast<int64_t>(std::min<uint64_t>(
+      codec::gpu::kMaxUnitsPerLaunch, scratch_elements_[1] / m->plan().embedding_row_span));
+}
+
+absl::Status CudaBackend::DecodeEmbeddingRows(const PlacedModel& model,
+                                              std::span<const int32_t> tokens,
+                                              std::span<DeviceTensor> rows) {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr)
+    return absl::InvalidArgumentError("DecodeEmbeddingRows: a model of another backend");
+  const GpuModelPlan& plan = m->plan();
+  const int64_t hidden = m->config().hidden_size, vocab = m->config().vocab_size;
+  if (rows.size() < tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeEmbeddingRows: ", tokens.size(),
+                                                   " tokens, room for ", rows.size(), " rows"));
+  }
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", t, " is outside the vocabulary of ", vocab));
+    }
+  }
+  const uint64_t row_bytes = static_cast<uint64_t>(hidden) * sizeof(uint16_t);
+  if (plan.embedding_unit < 0) {
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      rows[k] = DeviceTensor{.space = DeviceTensor::Space::kModel,
+                             .offset = plan.embedding.offset + uint64_t(tokens[k]) * row_bytes,
+                             .bytes = row_bytes};
+    }
+    return absl::OkStatus();
+  }
+  if (static_cast<int64_t>(tokens.size()) > EmbeddingRowsPerCall(model)) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeEmbeddingRows: ", tokens.size(),
+                                                   " tokens; at most ", EmbeddingRowsPerCall(model),
+                                                   " per call"));
+  }
+  if (tokens.empty()) return absl::OkStatus();
+  absl::MutexLock decode_lock(&decode_mu_);
+  DF11_ASSIGN_OR_RETURN(DecodeSlot * slot, NextSlotLocked());
+  absl::ReaderMutexLock lock(&mu_);
+  const int u = plan.embedding_unit;
+  const std::span<const uint32_t> p = m->embedding_positions();
+  const char* base = AddressLocked(m->allocation()) + plan.layout.unit_offsets[u];
+  auto* out = reinterpret_cast<uint16_t*>(AddressLocked(scratch_[1]));
+  uint64_t cursor = 0;
+  views_.clear();
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    // The blocks [b0, b1) that hold the row's elements [start, end).
+    const uint64_t start = plan.embedding_offset + uint64_t(tokens[k]) * hidden;
+    const uint64_t end = start + hidden;
+    const size_t b0 = std::upper_bound(p.begin(), p.end(), start) - p.begin() - 1;
+    const size_t b1 = std::lower_bound(p.begin(), p.end(), end) - p.begin();
+    codec::gpu::UnitView view =
+        plan.layout.unit_images[u].View(base, plan.unit_sizes[u], out + cursor);
+    view.first_block = static_cast<uint32_t>(b0);
+    view.n_blocks = static_cast<uint32_t>(b1 - b0);
+    view.out_first_element = p[b0];
+    views_.push_back(view);
+    rows[k] = DeviceTensor{.space = DeviceTensor::Space::kScratch1,
+                           .offset = (cursor + start - p[b0]) * sizeof(uint16_t),
+                           .bytes = row_bytes};
+    cursor += p[b1] - p[b0];
+  }
+  DF11_CHECK(cursor <= scratch_elements_[1]);
+  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kEmbedding});
+}
+
+DeviceTensor CudaBackend::LayerTensor(const PlacedModel& model, int64_t layer, int buffer,
+                                      size_t k) const {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr || layer < 0 || layer >= static_cast<int64_t>(m->plan().layers.size()) ||
+      buffer < 0 || buffer > 1 || k >= kLayerTensors) {
+    return DeviceTensor{};
+  }
+  const TensorSource& t = m->plan().layers[layer].tensors[k];
+  switch (t.kind) {
+    case TensorSource::Kind::kAbsent:
+      return DeviceTensor{};
+    case TensorSource::Kind::kResident:
+      return DeviceTensor{
+          .space = DeviceTensor::Space::kModel, .offset = t.offset, .bytes = t.bytes};
+    case TensorSource::Kind::kScratch:
+      break;
+  }
+  return DeviceTensor{
+      .space = buffer == 0 ? DeviceTensor::Space::kScratch0 : DeviceTensor::Space::kScratch1,
+      .offset = t.offset,
+      .bytes = t.bytes};
+}
+
+DeviceTensor CudaBackend::LmHead(const PlacedModel& model) const {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr) return DeviceTensor{};
+  const TensorSource& t = m->plan().head;
+  if (t.kind == TensorSource::Kind::kResident) {
+    return DeviceTensor{.space = DeviceTensor::Space::kModel, .offset = t.offset, .bytes = t.bytes};
+  }
+  return DeviceTensor{.space = m->plan().head_buffer == 0 ? DeviceTensor::Space::kScratch0
+                                                          : DeviceTensor::Space::kScratch1,
+                      .offset = t.offset,
+                      .bytes = t.bytes};
+}
+
+absl::Status CudaBackend::Read(const PlacedModel& model, const DeviceTensor& tensor,
+                               std::span<std::byte> out) {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr) return absl::InvalidArgumentError("Read: a model of another backend");
+  if (tensor.space == DeviceTensor::Space::kAbsent) {
+    return absl::InvalidArgumentError("Read: an absent tensor");
+  }
+  if (out.size() != tensor.bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Read: a tensor of ", tensor.bytes, " bytes into ", out.size()));
+  }
+  DF11_RETURN_IF_ERROR(FinishDecodes());
+  absl::MutexLock decode_lock(&decode_mu_);
+  absl::ReaderMutexLock lock(&mu_);
+  ArenaAllocator::Id id = m->allocation();
+  if (tensor.space != DeviceTensor::Space::kModel) {
+    id = scratch_[tensor.space == DeviceTensor::Space::kScratch0 ? 0 : 1];
+  }
+  if (id == 0 || tensor.offset + tensor.bytes > arena_.size(id)) {
+    return absl::OutOfRangeError(absl::StrCat("Read: bytes [", tensor.offset, ", ",
+                                              tensor.offset + tensor.bytes,
+                                              ") are outside the buffer"));
+  }
+  DF11_RETURN_IF_ERROR(device_->CopyAsync(out.data(), AddressLocked(id) + tensor.offset,
+                                          tensor.bytes, decode_stream_->get()));
+  return device_->StreamSynchronize(decode_stream_->get());
+}
+
+uint64_t CudaBackend::arena_allocated_bytes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return arena_.allocated_bytes();
+}
+
+size_t CudaBackend::arena_allocations() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return arena_.allocations();
+}
+
+absl::Status CudaBackend::CompactForTest() {
+  absl::MutexLock lock(&mu_);
+  return CompactLocked();
+}
+
+uint64_t CudaBackend::compactions() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return compactions_;
+}
+
+}  // namespace df11::runtime

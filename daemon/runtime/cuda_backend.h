@@ -1,0 +1,212 @@
+// The CUDA backend: many models resident in one GPU's memory, DF11 units kept compressed and
+// decoded on the GPU, per layer, into scratch shared by every model. Written against GpuDevice
+// (gpu_device.h), so it is CUDA-free and its host logic runs in tests on an emulated device.
+//
+// Memory. At start the backend takes its whole budget from the driver as one arena (plain
+// cudaMalloc) and never allocates device memory again; ArenaAllocator carves it into:
+//   - each resident model: one allocation (gpu_placement.h: unit images, then plain tensors);
+//   - two decode scratch buffers, sized by the largest needs of the models resident (they grow
+//     when a model with larger blocks is placed and shrink when it leaves);
+//   - the KV pool (KvPagePool), a fixed share of the budget, paged in bytes for every model;
+//   - workspace: the decoder's launch slots and the cuBLAS workspace.
+// Fragmentation is handled by compaction: when an allocation finds no free range large enough
+// although enough bytes are free, every stream is synchronized and the allocations slide down to
+// the arena's start (device-to-device copies), under the exclusive lock that every user of a
+// device address holds shared while it derives and uses one.
+//
+// Placement copies each unit's tensors from the mapped files through page-locked staging buffers
+// with asynchronous copies, while the host fills the next buffer and builds the next unit's
+// decoder layout (codec::BuildGpuLayout, on all cores), and reports progress in bytes.
+//
+// Decoding. DecodeLayer enqueues one launch that decodes every unit of a layer into a scratch
+// buffer on the backend's decode stream and records an event, so that the forward pass overlaps
+// layer i + 1's decode with layer i's compute; DecodeLmHead and DecodeEmbeddingRows do the same for
+// the output head and the rows of a prompt's tokens. FinishDecodes reports a corrupt unit as
+// kDataLoss naming the model and the layer; other models are unaffected.
+//
+// The forward pass on the GPU (attention, matrix products) is not built yet: Forward returns
+// kFailedPrecondition saying so, never a wrong answer.
+//
+//   DF11_ASSIGN_OR_RETURN(std::unique_ptr<GpuDevice> device, cuda::OpenDevice(0));
+//   DF11_ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(std::move(device), {.budget = ...}));
+//   DF11_ASSIGN_OR_RETURN(auto host, Model::Load(dir, backend->HostLoadOptions()));
+//   DF11_ASSIGN_OR_RETURN(auto model, backend->Place(std::move(host), on_progress));
+//   DF11_RETURN_IF_ERROR(backend->DecodeLayer(*model, 0, /*buffer=*/0));
+//   DF11_RETURN_IF_ERROR(backend->FinishDecodes());
+#ifndef DF11_DAEMON_RUNTIME_CUDA_BACKEND_H_
+#define DF11_DAEMON_RUNTIME_CUDA_BACKEND_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "codec/thread_pool.h"
+#include "daemon/runtime/arena_allocator.h"
+#include "daemon/runtime/backend.h"
+#include "daemon/runtime/gpu_device.h"
+#include "daemon/runtime/gpu_placement.h"
+#include "daemon/runtime/kv_page_pool.h"
+
+namespace df11::runtime {
+
+class CudaPlacedModel;
+
+// A tensor on the device after a decode: in a scratch buffer, or in a model's own memory.
+// Resolved to an address only under the backend's lock (Read).
+struct DeviceTensor {
+  enum class Space { kAbsent, kScratch0, kScratch1, kModel };
+  Space space = Space::kAbsent;
+  uint64_t offset = 0;  // bytes from the start of the space
+  uint64_t bytes = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  struct Options {
+    uint64_t budget = 0;         // the arena taken from the device at start
+    uint64_t kv_pool_bytes = 0;  // of the budget: the KV pool
+    uint64_t kv_page_bytes = 2 << 20;
+    uint64_t granule = 2 << 20;         // arena allocations are multiples of it
+    uint64_t staging_bytes = 32 << 20;  // each page-locked staging buffer
+    int staging_buffers = 4;
+    int threads = 0;  // host threads for staging and layouts; 0: one per CPU
+    uint64_t library_workspace_bytes = 32 << 20;  // cuBLAS's (NVIDIA's advice for Hopper)
+  };
+
+  // Takes the arena from `device` and carves the KV pool and workspace from it.
+  // kInvalidArgument for options that do not fit (the numbers); kResourceExhausted when the
+  // device cannot give the budget (the driver's numbers); kInternal for a device error.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(std::unique_ptr<GpuDevice> device,
+                                                             const Options& options);
+  // Every placed model must have been destroyed.
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  std::string_view device() const override { return device_name_; }
+  // DF11 units keep their official layout on the host; the GPU layout is built at Place.
+  Model::LoadOptions HostLoadOptions() const override { return {.interleave = false}; }
+  bool ReadsFilesAtPlace() const override { return true; }
+  // Exact when `estimate` was read from headers (the same layout as Place); from a hub listing,
+  // an upper bound. The scratch growth assumes one unit per layer (ScratchElementsFromConfig).
+  PlacementEstimate EstimatePlacement(const ModelEstimate& estimate) const override;
+  absl::StatusOr<std::unique_ptr<PlacedModel>> Place(std::unique_ptr<Model> model,
+                                                     const PlaceProgressFn& progress) override;
+  // Pages of the KV pool for `capacity` positions, taken now.
+  absl::StatusOr<std::unique_ptr<KvCache>> NewCache(const ModelConfig& config,
+                                                    int64_t capacity) override;
+  // kFailedPrecondition: the GPU forward pass is not built yet.
+  absl::Status Forward(const PlacedModel& model, std::span<const SequenceStep> batch,
+                       std::span<float> logits) override;
+  BackendMemory Memory() const override;
+  // Keys and values of every layer in BF16.
+  uint64_t KvBytesPerPosition(const ModelConfig& config) const override;
+
+  // Decoding into scratch. One caller at a time (the engine loop); each call enqueues on the
+  // decode stream and returns. `model` must have been placed by this backend.
+  // Layer `layer` into scratch buffer `buffer` (0 or 1); then LayerTensor gives each tensor.
+  absl::Status DecodeLayer(const PlacedModel& model, int64_t layer, int buffer);
+  // The output head into its buffer (plan.head_buffer); then LmHead gives it.
+  absl::Status DecodeLmHead(const PlacedModel& model);
+  // The embedding rows of `tokens` (at most EmbeddingRowsPerCall(model)): rows[k] becomes token
+  // k's row, hidden_size BF16 values, in scratch buffer 1 for a DF11 embedding (only the blocks
+  // holding the rows are decoded), else where it is resident. kInvalidArgument for a token
+  // outside the vocabulary, too many tokens or too few rows.
+  absl::Status DecodeEmbeddingRows(const PlacedModel& model, std::span<const int32_t> tokens,
+                                   std::span<DeviceTensor> rows);
+  int64_t EmbeddingRowsPerCall(const PlacedModel& model) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for the decode stream; kDataLoss naming the model and what was decoded when a unit
+  // decoded since the last call is corrupt.
+  absl::Status FinishDecodes() ABSL_LOCKS_EXCLUDED(decode_mu_, mu_);
+
+  // Tensor k (LayerTensorNames order) of `layer` once decoded into `buffer`; the output head.
+  DeviceTensor LayerTensor(const PlacedModel& model, int64_t layer, int buffer, size_t k) const;
+  DeviceTensor LmHead(const PlacedModel& model) const;
+  // Copies `tensor` (of `model`) to host memory `out` (tensor.bytes bytes), after FinishDecodes.
+  absl::Status Read(const PlacedModel& model, const DeviceTensor& tensor, std::span<std::byte> out);
+
+  // For tests: the arena's bookkeeping, and compaction on demand.
+  uint64_t arena_allocated_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t arena_allocations() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CompactForTest() ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t compactions() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  friend class CudaPlacedModel;
+  class Stream;
+  class Event;
+  struct DecodeSlot;
+
+  CudaBackend(std::unique_ptr<GpuDevice> device, const Options& options);
+  absl::Status Init();
+  // Allocates `bytes` in the arena, compacting when that makes room. kResourceExhausted with the
+  // numbers otherwise.
+  absl::StatusOr<ArenaAllocator::Id> AllocateLocked(uint64_t bytes, const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Resizes the two scratch buffers to what the resident models (and `extra`) need.
+  absl::Status ResizeScratchLocked(std::array<uint64_t, 2> extra)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::array<uint64_t, 2> ScratchNeedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  char* AddressLocked(ArenaAllocator::Id id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Copies the model's files into its allocation.
+  absl::Status Upload(const Model& host, const GpuModelPlan& plan, ArenaAllocator::Id allocation,
+                      const PlaceProgressFn& progress);
+  // Frees a placed model's memory (its destructor).
+  void Release(CudaPlacedModel& model);
+  // The next decode launch slot; when every slot holds a launch not yet checked, checks them.
+  absl::StatusOr<DecodeSlot*> NextSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status FinishDecodesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Enqueues one decode launch of views_ with `slot`'s workspace; `slot` then names what it
+  // decoded, for errors.
+  absl::Status LaunchLocked(DecodeSlot& slot, const DecodeSlot& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  const CudaPlacedModel* Mine(const PlacedModel& model) const;
+
+  const std::unique_ptr<GpuDevice> device_;
+  const Options options_;
+  const std::string device_name_;
+  void* base_ = nullptr;  // the arena
+
+  // Shared: anyone deriving a device address and enqueueing work on it; exclusive: compaction
+  // and every change to the arena's layout.
+  mutable absl::Mutex mu_;
+  ArenaAllocator arena_ ABSL_GUARDED_BY(mu_);
+  std::set<CudaPlacedModel*> models_ ABSL_GUARDED_BY(mu_);
+  std::array<ArenaAllocator::Id, 2> scratch_ ABSL_GUARDED_BY(mu_) = {0, 0};  // 0: none
+  std::array<uint64_t, 2> scratch_elements_ ABSL_GUARDED_BY(mu_) = {0, 0};
+  ArenaAllocator::Id kv_pool_id_ ABSL_GUARDED_BY(mu_) = 0;
+  ArenaAllocator::Id workspace_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t compactions_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<KvPagePool> kv_pool_;
+
+  // Placement: one upload at a time (they share the copy engine anyway).
+  absl::Mutex upload_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::unique_ptr<Stream> upload_stream_;
+  std::vector<void*> staging_;
+  std::vector<std::unique_ptr<Event>> staging_done_;
+  codec::ThreadPool copy_pool_;    // fills staging buffers
+  codec::ThreadPool layout_pool_;  // builds decoder layouts
+
+  // Decoding (one caller at a time).
+  absl::Mutex decode_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  uint64_t slot_bytes_ = 0;
+  std::unique_ptr<Stream> decode_stream_;
+  std::vector<DecodeSlot> slots_ ABSL_GUARDED_BY(decode_mu_);
+  size_t next_slot_ ABSL_GUARDED_BY(decode_mu_) = 0;
+  std::vector<codec::gpu::UnitView> views_ ABSL_GUARDED_BY(decode_mu_);  // reused per launch
+};
+
+}  // namespace df11::runtime
+
+#endif  // DF11_DAEMON_RUNTIME_CUDA_BACKEND_H_
