@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/config/config.h"
+#include "daemon/server/http_server.h"
 #include "daemon/server/log.h"
 #include "daemon/server/model_host_service.h"
 #include "daemon/server/node.h"
@@ -23,7 +24,6 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
-#include "prometheus/exposer.h"
 
 namespace {
 
@@ -139,20 +139,16 @@ int main(int argc, char** argv) {
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(false);  // until the preloaded models are ready
 
-  std::unique_ptr<prometheus::Exposer> exposer;
-  // The exposer holds collectables weakly: they live here, as long as it.
-  auto collector = std::make_shared<df11::server::NodeCollector>(**node);
+  std::unique_ptr<df11::server::HttpServer> http;
   int http_port = 0;
   if (!config->http_listen.empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(config->http_listen);
-    } catch (const std::exception& e) {
-      return Fail(absl::StrCat("cannot listen on ", config->http_listen, " (listen.http): ", e.what()));
-    }
-    exposer->RegisterCollectable((*node)->metrics().registry());
-    exposer->RegisterCollectable(collector);
-    const std::vector<int> ports = exposer->GetListeningPorts();
-    if (!ports.empty()) http_port = ports.front();
+    absl::StatusOr<std::unique_ptr<df11::server::HttpServer>> started =
+        df11::server::HttpServer::Start(
+            config->http_listen,
+            {(*node)->metrics().registry(), std::make_shared<df11::server::NodeCollector>(**node)});
+    if (!started.ok()) return Fail(absl::StrCat(started.status().message(), " (listen.http)"));
+    http = *std::move(started);
+    http_port = http->port();
   }
   Log(absl::StrCat("df11d ", DF11_VERSION, " serving gRPC on port ", grpc_port,
                    http_port > 0 ? absl::StrCat(", /metrics on port ", http_port) : "",
@@ -187,7 +183,7 @@ int main(int argc, char** argv) {
       std::chrono::milliseconds(static_cast<int64_t>(config->drain_seconds * 1000));
   server->Shutdown(deadline);  // refuses new calls; cancels what is left at the deadline
   server->Wait();
-  exposer.reset();
+  http.reset();
   node->reset();
   Log("stopped");
   return 0;

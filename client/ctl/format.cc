@@ -215,17 +215,27 @@ std::string FormatNodeStatus(const v1::NodeStatus& status) {
                  {"WEIGHTS", true},
                  {"SCRATCH", true},
                  {"KV CACHE", true},
+                 {"KV FREE", true},
                  {"WORKSPACE", true},
                  {"USED", true},
                  {"FREE", true},
                  {"PLACEABLE", true}});
+  std::string drivers;  // a line per GPU: its model and what its driver reports
   for (const v1::DeviceStatus& d : status.devices()) {
+    // Only a GPU has a KV pool; the CPU allocates KV per request.
+    const std::string kv_free = d.arena() > 0 ? HumanBytes(d.kv_pool_free()) : "-";
     devices.AddRow({d.device(), HumanBytes(d.total()), HumanBytes(d.budget()),
                     HumanBytes(d.weights()), HumanBytes(d.scratch()), HumanBytes(d.kv_cache()),
-                    HumanBytes(d.workspace()), HumanBytes(d.used()), HumanBytes(d.free()),
+                    kv_free, HumanBytes(d.workspace()), HumanBytes(d.used()), HumanBytes(d.free()),
                     HumanBytes(d.placeable())});
+    if (d.arena() > 0) {
+      absl::StrAppend(&drivers, d.device(), ": ", d.description(),
+                      "; driver: ", HumanBytes(d.driver_free()), " free of ", HumanBytes(d.total()),
+                      " outside df11d's arena of ", HumanBytes(d.arena()), "\n");
+    }
   }
-  absl::StrAppend(&out, "\n", status.devices().empty() ? "no devices\n" : devices.Render());
+  absl::StrAppend(&out, "\n", status.devices().empty() ? "no devices\n" : devices.Render(),
+                  drivers);
   if (status.models().empty()) {
     absl::StrAppend(&out, "\nno models loaded\n");
     return out;

@@ -206,6 +206,11 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
     DF11_ASSIGN_OR_RETURN(const std::string text, ReadString(b, "memory.budget"));
     DF11_ASSIGN_OR_RETURN(c.budget, ParseBudget(text, "memory.budget"));
   }
+  if (const YAML::Node kv = memory.Get("kv_cache"); Present(kv)) {
+    DF11_ASSIGN_OR_RETURN(const std::string text, ReadString(kv, "memory.kv_cache"));
+    DF11_ASSIGN_OR_RETURN(c.kv_cache, ParseBudget(text, "memory.kv_cache"));
+  }
+  DF11_RETURN_IF_ERROR(ReadBytes(memory, "kv_page", 4096, c.kv_page_bytes));
   std::string eviction = c.eviction == Eviction::kLru ? "lru" : "none";
   DF11_RETURN_IF_ERROR(ReadString(memory, "eviction", eviction));
   if (eviction == "lru") {
@@ -399,6 +404,8 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "cpu_threads" << YAML::Value << c.cpu_threads;
   out << YAML::Key << "memory" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "budget" << YAML::Value << c.budget.ToString();
+  out << YAML::Key << "kv_cache" << YAML::Value << c.kv_cache.ToString();
+  out << YAML::Key << "kv_page" << YAML::Value << c.kv_page_bytes;
   out << YAML::Key << "eviction" << YAML::Value << (c.eviction == Eviction::kLru ? "lru" : "none");
   out << YAML::Key << "keep_alive" << YAML::Value << FormatDuration(c.keep_alive_seconds);
   out << YAML::EndMap;

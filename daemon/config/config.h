@@ -25,7 +25,8 @@ struct Device {
   std::string Name() const;  // "cpu" or "cuda:N"
 };
 
-// A memory budget: a byte count, or a fraction of the device's memory.
+// A memory budget: a byte count, or a fraction of the device's memory (of the budget, for
+// memory.kv_cache).
 struct Budget {
   uint64_t bytes = 0;  // when fraction is unset
   std::optional<double> fraction;
@@ -55,6 +56,10 @@ struct Config {
   int cpu_threads = 0;  // 0: one per CPU
 
   Budget budget{.bytes = 0, .fraction = 0.9};
+  // GPUs: the KV pool shared by every model, a size or a share of the budget, in pages of
+  // kv_page_bytes (one sequence's positions of every layer). The CPU allocates per request.
+  Budget kv_cache{.bytes = 0, .fraction = 0.1};
+  int64_t kv_page_bytes = 2 << 20;
   Eviction eviction = Eviction::kLru;
   double keep_alive_seconds = 300;  // a model idle this long may be evicted
 

@@ -4,7 +4,7 @@
 //
 //   Metrics metrics;
 //   metrics.RequestFinished("demo", "ok");
-//   exposer.RegisterCollectable(metrics.registry());
+//   HttpServer::Start(address, {metrics.registry(), ...});   // serves it on /metrics
 #ifndef DF11_DAEMON_METRICS_METRICS_H_
 #define DF11_DAEMON_METRICS_METRICS_H_
 

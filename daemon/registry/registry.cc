@@ -462,6 +462,7 @@ DeviceMemory Registry::MemoryLocked() const {
   const runtime::BackendMemory b = backend_.Memory();
   DeviceMemory m;
   m.device = device_name_;
+  m.description = options_.device_description;
   m.total = b.device_total;
   m.driver_free = b.device_free;
   m.arena = b.arena;

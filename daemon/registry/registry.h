@@ -102,6 +102,7 @@ struct ModelInfo {
 // The device's memory by kind. used = weights + scratch + kv_cache + kv_pool_free + workspace.
 struct DeviceMemory {
   std::string device;
+  std::string description;   // the device's model, for people
   uint64_t total = 0;        // the device's memory, from the driver
   uint64_t driver_free = 0;  // free on the device now, from the driver
   uint64_t arena = 0;        // held from the device up front (the budget); 0 on the CPU
@@ -146,6 +147,7 @@ class Registry {
  public:
   struct Options {
     config::Device device;
+    std::string device_description;
     config::Budget budget;
     config::Eviction eviction = config::Eviction::kLru;
     double default_keep_alive_seconds = 300;

@@ -6,6 +6,10 @@
 #include "codec/base/status_macros.h"
 #include "daemon/hub/cache.h"
 #include "daemon/runtime/cpu_backend.h"
+#if defined(DF11_HAVE_CUDA)
+#include "daemon/runtime/cuda/cuda_device.h"
+#include "daemon/runtime/cuda_backend.h"
+#endif
 #include "daemon/server/log.h"
 
 namespace df11::server {
@@ -20,23 +24,62 @@ Node::Node(const config::Config& config)
            .max_connections = static_cast<int>(config.hub_max_connections),
            .max_download_bytes = static_cast<uint64_t>(config.hub_max_download_bytes)})) {}
 
+namespace {
+
+// The backend of `config`'s device, and a description of the device for people.
+absl::StatusOr<std::pair<std::unique_ptr<runtime::Backend>, std::string>> MakeBackend(
+    const config::Config& config) {
+  const config::Device& device = config.devices[0];
+  if (device.cpu) {
+    return std::make_pair(std::unique_ptr<runtime::Backend>(std::make_unique<runtime::CpuBackend>(
+                              runtime::CpuBackend::Options{.threads = config.cpu_threads})),
+                          std::string("cpu"));
+  }
+#if defined(DF11_HAVE_CUDA)
+  absl::StatusOr<std::unique_ptr<runtime::GpuDevice>> gpu = runtime::cuda::OpenDevice(device.index);
+  if (!gpu.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat("devices: ", gpu.status().message()));
+  }
+  const std::string description = (*gpu)->description();
+  DF11_ASSIGN_OR_RETURN(const runtime::GpuDevice::MemoryInfo info, (*gpu)->GetMemoryInfo());
+  const uint64_t budget = config.budget.Resolve(info.total);
+  const runtime::CudaBackend::Options options{
+      .budget = budget,
+      .kv_pool_bytes = config.kv_cache.Resolve(budget),
+      .kv_page_bytes = static_cast<uint64_t>(config.kv_page_bytes),
+      .threads = config.cpu_threads};
+  absl::StatusOr<std::unique_ptr<runtime::CudaBackend>> backend =
+      runtime::CudaBackend::Create(*std::move(gpu), options);
+  if (!backend.ok()) {
+    return absl::Status(backend.status().code(),
+                        absl::StrCat("memory.budget on ", device.Name(), " (", description,
+                                     "): ", backend.status().message()));
+  }
+  return std::make_pair(std::unique_ptr<runtime::Backend>(*std::move(backend)), description);
+#else
+  return absl::FailedPreconditionError(absl::StrCat(
+      "devices: ", device.Name(),
+      " needs the CUDA backend, and this df11d was built without CUDA (no nvcc at build time); "
+      "use devices: [cpu] or build with -DDF11_CUDA=ON"));
+#endif
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config) {
   if (config.devices.size() != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("devices: this build serves exactly one device (cpu); ", config.devices.size(),
-                     " were configured"));
-  }
-  if (!config.devices[0].cpu) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "devices: ", config.devices[0].Name(),
-        " needs the CUDA backend, which this build does not have; use devices: [cpu]"));
+        absl::StrCat("devices: a df11d serves exactly one device (cpu or one GPU; run one per "
+                     "GPU); ",
+                     config.devices.size(), " were configured"));
   }
   std::unique_ptr<Node> node(new Node(config));
   node->metrics_ = std::make_unique<metrics::Metrics>();
-  node->backend_ = std::make_unique<runtime::CpuBackend>(
-      runtime::CpuBackend::Options{.threads = config.cpu_threads});
+  DF11_ASSIGN_OR_RETURN(auto backend, MakeBackend(config));
+  node->backend_ = std::move(backend.first);
   node->registry_ = std::make_unique<registry::Registry>(
       registry::Registry::Options{.device = config.devices[0],
+                                  .device_description = backend.second,
                                   .budget = config.budget,
                                   .eviction = config.eviction,
                                   .default_keep_alive_seconds = config.keep_alive_seconds,

@@ -41,8 +41,9 @@ struct UnloadOutcome {
 
 class Node {
  public:
-  // kFailedPrecondition for a device this build cannot serve (GPU devices until the CUDA backend
-  // lands), kInvalidArgument for a device listed twice.
+  // kFailedPrecondition for a device this build or machine cannot serve (a build without CUDA, no
+  // such GPU); kInvalidArgument for more than one device; the CUDA backend's errors for a budget
+  // that does not fit (kInvalidArgument) or that the GPU cannot give (kResourceExhausted).
   static absl::StatusOr<std::unique_ptr<Node>> Create(const config::Config& config);
   ~Node();
 

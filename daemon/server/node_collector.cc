@@ -25,7 +25,8 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
   const NodeStatus status = node_.Status();
   auto device_bytes = Gauges("df11_device_memory_bytes",
                              "Memory of each device by kind: total, budget, used, free, weights, "
-                             "scratch, kv_cache, workspace");
+                             "scratch, kv_cache, kv_pool_free, workspace, placeable; driver_free "
+                             "and arena from the driver (GPUs)");
   auto model_bytes = Gauges("df11_model_resident_bytes",
                             "Memory of each model by device and kind: df11_units, passthrough, "
                             "kv_cache");
@@ -42,14 +43,23 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
   uint64_t kv = 0, kv_room = 0;
   for (const registry::DeviceMemory& d : status.devices) {
     for (const auto& [kind, value] :
-         std::initializer_list<std::pair<const char*, uint64_t>>{
-             {"total", d.total}, {"budget", d.budget}, {"used", d.used()}, {"free", d.free()},
-             {"weights", d.weights}, {"scratch", d.scratch}, {"kv_cache", d.kv_cache},
-             {"workspace", d.workspace}, {"placeable", d.placeable}}) {
+         std::initializer_list<std::pair<const char*, uint64_t>>{{"total", d.total},
+                                                                 {"budget", d.budget},
+                                                                 {"used", d.used()},
+                                                                 {"free", d.free()},
+                                                                 {"weights", d.weights},
+                                                                 {"scratch", d.scratch},
+                                                                 {"kv_cache", d.kv_cache},
+                                                                 {"kv_pool_free", d.kv_pool_free},
+                                                                 {"workspace", d.workspace},
+                                                                 {"placeable", d.placeable},
+                                                                 {"driver_free", d.driver_free},
+                                                                 {"arena", d.arena}}) {
       Add(device_bytes, {{"device", d.device}, {"kind", kind}}, static_cast<double>(value));
     }
     kv += d.kv_cache;
-    kv_room += d.kv_cache + d.free();
+    // A GPU's KV cache lives in its pool; the CPU's takes what the budget leaves.
+    kv_room += d.kv_cache + (d.arena > 0 ? d.kv_pool_free : d.free());
   }
   for (const registry::ModelInfo& m : status.models) {
     for (const auto& [kind, value] : std::initializer_list<std::pair<const char*, uint64_t>>{

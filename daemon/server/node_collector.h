@@ -2,7 +2,7 @@
 // model by kind, queue depths and running requests per model, and the gauges LLM-aware Kubernetes
 // routers read under vLLM's names (waiting and running requests, a 0-1 KV cache utilisation).
 //
-//   exposer.RegisterCollectable(std::make_shared<NodeCollector>(*node));
+//   HttpServer::Start(address, {metrics.registry(), std::make_shared<NodeCollector>(*node)});
 #ifndef DF11_DAEMON_SERVER_NODE_COLLECTOR_H_
 #define DF11_DAEMON_SERVER_NODE_COLLECTOR_H_
 

@@ -45,6 +45,10 @@ df11::v1::DeviceStatus ToProto(const registry::DeviceMemory& memory) {
   out.set_used(memory.used());
   out.set_free(memory.free());
   out.set_placeable(memory.placeable);
+  out.set_driver_free(memory.driver_free);
+  out.set_arena(memory.arena);
+  out.set_kv_pool_free(memory.kv_pool_free);
+  out.set_description(memory.description);
   return out;
 }
 

@@ -478,10 +478,10 @@ TEST_F(Df11ctlTest, StatusShowsDevicesAndModels) {
   EXPECT_EQ(o.out,
             "df11d 0.1.0: 1 model, 1 running, 2 queued\n"
             "\n"
-            "DEVICE     TOTAL   BUDGET  WEIGHTS  SCRATCH   KV CACHE  WORKSPACE     USED     FREE"
-            "  PLACEABLE\n"
-            "cpu     16.0 GiB  8.0 GiB  4.0 GiB  1.0 GiB  512.0 MiB  512.0 MiB  6.0 GiB  2.0 GiB"
-            "    3.0 GiB\n"
+            "DEVICE     TOTAL   BUDGET  WEIGHTS  SCRATCH   KV CACHE  KV FREE  WORKSPACE     USED"
+            "     FREE  PLACEABLE\n"
+            "cpu     16.0 GiB  8.0 GiB  4.0 GiB  1.0 GiB  512.0 MiB        -  512.0 MiB  6.0 GiB"
+            "  2.0 GiB    3.0 GiB\n"
             "\n"
             "NAME  STATE  DEVICE   MEMORY  PINNED  RUNNING  QUEUED  REQUESTS  TOKENS\n"
             "demo  ready  cpu     5.5 MiB  yes           1       2        12    3456\n");
@@ -493,6 +493,40 @@ TEST_F(Df11ctlTest, StatusShowsDevicesAndModels) {
   EXPECT_THAT(json.out, HasSubstr(R"("queued_requests":2,"running_requests":1,)"
                                   R"("version":"0.1.0","time_unix_ms":"0"})"
                                   "\n"));
+}
+
+TEST_F(Df11ctlTest, StatusShowsAGpuWithItsKvPoolAndDriverNumbers) {
+  v1::NodeStatus node;
+  v1::DeviceStatus* d = node.add_devices();
+  d->set_device("cuda:0");
+  d->set_description("NVIDIA H100 80GB HBM3 (sm_90, 81559 MiB)");
+  d->set_total(80 * kGiB);
+  d->set_budget(72 * kGiB);
+  d->set_arena(72 * kGiB);
+  d->set_driver_free(6 * kGiB);
+  d->set_weights(40 * kGiB);
+  d->set_scratch(2 * kGiB);
+  d->set_kv_cache(kGiB);
+  d->set_kv_pool_free(6 * kGiB);
+  d->set_workspace(64 * kMiB);
+  d->set_used(49 * kGiB + 64 * kMiB);
+  d->set_free(23 * kGiB - 64 * kMiB);
+  d->set_placeable(23 * kGiB - 64 * kMiB);
+  node.set_version("0.1.0");
+  host().Set([&](FakeModelHost::Replies& r) { r.node = {node}; });
+  const Output o = Run({"status"});
+  EXPECT_EQ(o.code, kExitOk);
+  EXPECT_EQ(o.out,
+            "df11d 0.1.0: 0 models, 0 running, 0 queued\n"
+            "\n"
+            "DEVICE     TOTAL    BUDGET   WEIGHTS  SCRATCH  KV CACHE  KV FREE  WORKSPACE      USED"
+            "      FREE  PLACEABLE\n"
+            "cuda:0  80.0 GiB  72.0 GiB  40.0 GiB  2.0 GiB   1.0 GiB  6.0 GiB   64.0 MiB  49.1 GiB"
+            "  22.9 GiB   22.9 GiB\n"
+            "cuda:0: NVIDIA H100 80GB HBM3 (sm_90, 81559 MiB); driver: 6.0 GiB free of 80.0 GiB "
+            "outside df11d's arena of 72.0 GiB\n"
+            "\n"
+            "no models loaded\n");
 }
 
 TEST_F(Df11ctlTest, StatusOfAnEmptyNode) {

@@ -22,6 +22,8 @@ TEST(ConfigTest, EmptyYamlGivesTheDefaults) {
   ASSERT_EQ(c->devices.size(), 1u);
   EXPECT_TRUE(c->devices[0].cpu);
   EXPECT_EQ(c->budget.Resolve(1000), 900u);
+  EXPECT_EQ(c->kv_cache.Resolve(900), 90u);
+  EXPECT_EQ(c->kv_page_bytes, 2 << 20);
   EXPECT_EQ(c->eviction, Eviction::kLru);
   EXPECT_EQ(c->keep_alive_seconds, 300);
   EXPECT_TRUE(c->preload.empty());
@@ -47,7 +49,7 @@ TEST(ConfigTest, EveryFieldIsRead) {
 listen: {grpc: "0.0.0.0:0", http: ""}
 devices: [0, "cuda:3"]
 cpu_threads: 4
-memory: {budget: 20GiB, eviction: none, keep_alive: 90s}
+memory: {budget: 20GiB, kv_cache: 4GiB, kv_page: 1MiB, eviction: none, keep_alive: 90s}
 preload:
   - {source: org/model@main, name: m, pin: false, keep_alive: 1h}
 hub: {endpoint: "http://127.0.0.1:9", cache_dir: /c, token_file: /t, offline: true}
@@ -60,7 +62,8 @@ limits:
   max_concurrent_loads: 3
   max_request_bytes: 64KiB
 shutdown: {drain: 250ms}
-)", "");
+)",
+                                         "");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->grpc_listen, "0.0.0.0:0");
   EXPECT_EQ(c->http_listen, "");
@@ -69,6 +72,8 @@ shutdown: {drain: 250ms}
   EXPECT_EQ(c->devices[1].Name(), "cuda:3");
   EXPECT_EQ(c->cpu_threads, 4);
   EXPECT_EQ(c->budget.Resolve(1), uint64_t{20} << 30);
+  EXPECT_EQ(c->kv_cache.Resolve(1), uint64_t{4} << 30);
+  EXPECT_EQ(c->kv_page_bytes, 1 << 20);
   EXPECT_EQ(c->eviction, Eviction::kNone);
   EXPECT_EQ(c->keep_alive_seconds, 90);
   ASSERT_EQ(c->preload.size(), 1u);
@@ -89,15 +94,18 @@ shutdown: {drain: 250ms}
 TEST(ConfigTest, PrintedConfigReadsBackTheSame) {
   absl::StatusOr<Config> c = ParseConfig(R"(
 devices: [1]
-memory: {budget: 3000000, keep_alive: 250ms}
+memory: {budget: 3000000, kv_cache: 25%, kv_page: 65536, keep_alive: 250ms}
 preload: [{source: a/b, name: x, pin: true}]
-)", "");
+)",
+                                         "");
   ASSERT_TRUE(c.ok()) << c.status();
   const std::string printed = ConfigToYaml(*c);
   absl::StatusOr<Config> again = ParseConfig(printed, "");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << printed;
   EXPECT_EQ(ConfigToYaml(*again), printed);
   EXPECT_EQ(again->budget.Resolve(1), 3000000u);
+  EXPECT_EQ(again->kv_cache.Resolve(1000), 250u);
+  EXPECT_EQ(again->kv_page_bytes, 65536);
   EXPECT_DOUBLE_EQ(again->keep_alive_seconds, 0.25);
   EXPECT_EQ(again->preload[0].name, "x");
 }
@@ -123,6 +131,9 @@ TEST(ConfigTest, ErrorsNameTheField) {
       {"memory: {budget: 120%}", "memory.budget"},
       {"memory: {budget: 5 parsecs}", "memory.budget"},
       {"memory: {eviction: fifo}", "memory.eviction"},
+      {"memory: {kv_cache: 0}", "memory.kv_cache"},
+      {"memory: {kv_cache: 101%}", "memory.kv_cache"},
+      {"memory: {kv_page: 100}", "memory.kv_page"},
       {"memory: {keep_alive: 3 days}", "memory.keep_alive"},
       {"preload: [{name: x}]", "preload[0].source"},
       {"preload: [{source: a, name: x}, {source: b, name: x}]", "preload[1].name"},

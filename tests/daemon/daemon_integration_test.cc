@@ -868,6 +868,21 @@ TEST_F(DaemonBudgetTest, WithoutEvictionAnOverBudgetLoadFailsWithTheNumbers) {
   EXPECT_EQ(daemon.Terminate(), 0);
 }
 
+// A GPU the machine does not have (or a build without CUDA) stops the start with exit 1 and the
+// reason, before any port is opened.
+TEST(DaemonDeviceTest, AMissingGpuStopsTheStartWithTheReason) {
+  const std::string root = testing::MakeTempDir();
+  std::ofstream(root + "/config.yaml") << "devices: [\"cuda:1023\"]\npreload: []\n";
+  std::string out;
+  const int code = testing::RunCommand(
+      absl::StrCat(DF11D_BINARY, " --config ", root, "/config.yaml --listen 127.0.0.1:0",
+                   " --http-listen 127.0.0.1:0 2>&1"),
+      &out);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_THAT(out, HasSubstr("devices: cuda:1023"));
+  fs::remove_all(root);
+}
+
 TEST(DaemonShutdownTest, SigtermDrainsInFlightStreamsAndExitsZero) {
   const std::string root = testing::MakeTempDir();
   DaemonProcess daemon;
