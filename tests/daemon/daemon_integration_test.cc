@@ -607,7 +607,8 @@ TEST_F(DaemonTest, LoadsAModelFromTheHubWhileItDownloads) {
 
   // df11ctl load, now from the cache: nothing is downloaded again.
   fake_hub_->ClearRequests();
-  const std::string ctl = absl::StrCat(DF11CTL_BINARY, " --addr ", daemon_->address(), " ");
+  const std::string ctl =
+      absl::StrCat(testing::Df11ctlBinary(), " --addr ", daemon_->address(), " ");
   MustRun(absl::StrCat(ctl, "load ", kFakeHubRepo, " --name via-ctl"));
   for (const testing::FakeHub::Request& r : fake_hub_->requests()) {
     EXPECT_NE(r.server, "cdn") << r.path;
@@ -765,7 +766,8 @@ TEST_F(DaemonTest, DaemonBenchRunsEveryScenarioWithoutErrors) {
 }
 
 TEST_F(DaemonTest, Df11ctlDrivesTheDaemon) {
-  const std::string ctl = absl::StrCat(DF11CTL_BINARY, " --addr ", daemon_->address(), " ");
+  const std::string ctl =
+      absl::StrCat(testing::Df11ctlBinary(), " --addr ", daemon_->address(), " ");
   const nlohmann::json list = nlohmann::json::parse(MustRun(ctl + "list --json"));
   std::vector<std::string> names;
   for (const auto& m : list["models"]) names.push_back(m["name"]);
@@ -875,7 +877,7 @@ TEST(DaemonDeviceTest, AMissingGpuStopsTheStartWithTheReason) {
   std::ofstream(root + "/config.yaml") << "devices: [\"cuda:1023\"]\npreload: []\n";
   std::string out;
   const int code = testing::RunCommand(
-      absl::StrCat(DF11D_BINARY, " --config ", root, "/config.yaml --listen 127.0.0.1:0",
+      absl::StrCat(testing::Df11dBinary(), " --config ", root, "/config.yaml --listen 127.0.0.1:0",
                    " --http-listen 127.0.0.1:0 2>&1"),
       &out);
   EXPECT_EQ(code, 1) << out;

@@ -53,6 +53,16 @@ bool Await(grpc::CompletionQueue& cq) {
 
 }  // namespace
 
+std::string Df11dBinary() {
+  const char* env = std::getenv("DF11D_BINARY");
+  return env != nullptr && *env != '\0' ? env : DF11D_BINARY;
+}
+
+std::string Df11ctlBinary() {
+  const char* env = std::getenv("DF11CTL_BINARY");
+  return env != nullptr && *env != '\0' ? env : DF11CTL_BINARY;
+}
+
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
@@ -65,11 +75,12 @@ absl::Status DaemonProcess::Start(const std::string& config_yaml, const std::str
                     log = dir + "/df11d.log";
   std::ofstream(config) << config_yaml;
   std::filesystem::remove(ports);
+  const std::string binary = Df11dBinary();
   pid_ = fork();
   if (pid_ < 0) return absl::InternalError("fork failed");
   if (pid_ == 0) {
     std::freopen(log.c_str(), "a", stderr);
-    execl(DF11D_BINARY, DF11D_BINARY, "--config", config.c_str(), "--listen", "127.0.0.1:0",
+    execl(binary.c_str(), binary.c_str(), "--config", config.c_str(), "--listen", "127.0.0.1:0",
           "--http-listen", "127.0.0.1:0", "--port-file", ports.c_str(), nullptr);
     _exit(127);
   }

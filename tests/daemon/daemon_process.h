@@ -46,6 +46,11 @@ class DaemonProcess {
   int http_port_ = 0;
 };
 
+// The df11d and df11ctl binaries: $DF11D_BINARY / $DF11CTL_BINARY when set (a GPU bundle runs the
+// tests away from the build tree), else the build's.
+std::string Df11dBinary();
+std::string Df11ctlBinary();
+
 // grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2 NOT_SERVING, -1 on error.
 int HealthStatus(const std::string& address);
 // The encoded answer of server reflection to list_services (the service names appear in it as

@@ -39,6 +39,9 @@ Commands:
   devices                       the CUDA devices this build can use
   gpu-bench [--sizes 1,16,200] [--json]
                                 GPU decoder speed against a device copy, on the current GPU
+  gpu-load-bench MODEL_DIR [--bf16 DIR] [--json]
+                                the CUDA backend: load to GPU-resident against the host-to-device
+                                copy, per-layer decode, models that fit in the budget
 
 Exit codes: 0 success, 1 failure, 2 bad command line, 3 verify found a difference.
 )";
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   if (command == "daemon-bench") return RunDaemonBench(args);
   if (command == "devices") return RunDevices(args);
   if (command == "gpu-bench") return RunGpuBench(args);
+  if (command == "gpu-load-bench") return RunGpuLoadBench(args);
   std::fprintf(stderr, "df11: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return kExitUsage;
 }

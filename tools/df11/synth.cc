@@ -1,5 +1,7 @@
 // df11 synth: a synthetic BF16 Hugging Face model with the tensor names, shapes and config of a
 // real Qwen3, Qwen2 or Llama checkpoint, for tests, benchmarks and the demo.
+#include "tools/df11/synth.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,10 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "codec/safetensors.h"
 #include "codec/synthetic.h"
+#include "codec/thread_pool.h"
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
-#include "tools/df11/synth.h"
 
 namespace df11::tool {
 namespace {
@@ -97,22 +99,32 @@ absl::Status WriteSyntheticModel(const std::string& dir, const SynthSpec& spec) 
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   Json weight_map = Json::object();
   uint64_t seed = static_cast<uint64_t>(spec.seed), total = 0;
+  codec::ThreadPool pool(0);
   for (size_t s = 0; s < groups.size(); ++s) {
     const std::string file = groups.size() == 1 ? "model.safetensors"
                                                 : absl::StrFormat("model-%05d-of-%05d.safetensors",
                                                                   s + 1, groups.size());
-    std::vector<std::vector<uint16_t>> data;
+    // Each random tensor has the next seed, as if drawn in order; they are drawn in parallel.
+    const std::vector<Tensor>& group = groups[s];
+    std::vector<uint64_t> seeds(group.size());
+    for (size_t i = 0; i < group.size(); ++i) seeds[i] = group[i].ones ? 0 : seed++;
+    std::vector<std::vector<uint16_t>> data(group.size());
+    pool.ParallelFor(group.size(), 1, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        int64_t n = 1;
+        for (int64_t d : group[i].shape) n *= d;
+        data[i] = group[i].ones ? std::vector<uint16_t>(n, codec::FloatToBf16(1.0f))
+                                : codec::NormalBf16(seeds[i], 0.02f, n);
+      }
+    });
     codec::SafetensorsWriter writer;
-    for (const Tensor& t : groups[s]) {
-      int64_t n = 1;
-      for (int64_t d : t.shape) n *= d;
-      data.push_back(t.ones ? std::vector<uint16_t>(n, codec::FloatToBf16(1.0f))
-                            : codec::NormalBf16(seed++, 0.02f, n));
-      absl::Status st = writer.Add(t.name, codec::DType::kBF16, t.shape,
-                                   std::as_bytes(std::span(data.back())));
+    for (size_t i = 0; i < group.size(); ++i) {
+      const Tensor& t = group[i];
+      absl::Status st =
+          writer.Add(t.name, codec::DType::kBF16, t.shape, std::as_bytes(std::span(data[i])));
       if (!st.ok()) return st;
       weight_map[t.name] = file;
-      total += 2 * n;
+      total += 2 * data[i].size();
     }
     writer.SetMetadata({{"format", "pt"}});
     if (absl::Status st = writer.WriteFile((fs::path(dir) / file).string()); !st.ok()) return st;

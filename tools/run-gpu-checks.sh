@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Every GPU check of df11d in one run, from an unpacked gpu-bundle (tools/gpu-bundle.sh); prints a
+# table last. Needs a CUDA GPU and driver; nothing else from the network or the distribution.
+#
+#   bash run-gpu-checks.sh [--only tests|sanitizer|bench] [--work DIR]
+#
+#   tests      every gpu-labelled test program: the CUDA devices, the decoder (with the codec's
+#              corpus), the CUDA backend (placement, accounting, bit-exact decode, 10,000
+#              load/unload cycles) and df11d on the GPU
+#   sanitizer  compute-sanitizer memcheck on the decoder and the backend, racecheck on the decoder
+#   bench      df11 gpu-bench (decoder against a device copy); a Qwen3-8B-shaped model made with
+#              df11 synth + compress, then df11 gpu-load-bench on it (load against the
+#              host-to-device copy, per-layer decode, models per budget, DF11 and BF16)
+# Logs and JSON go to $OUT when set (a device tool's output folder), else DIR/results.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+only=all
+work=${TMPDIR:-/tmp}/df11-gpu-checks
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --only) only=$2; shift 2;;
+    --work) work=$2; shift 2;;
+    *) sed -n 2,16p "$0"; exit 2;;
+  esac
+done
+out=${OUT:-$work/results}
+mkdir -p "$work" "$out"
+export LD_LIBRARY_PATH=$here/lib DF11_TEST_DATA=$here/data DF11_TOOL=$here/bin/df11 \
+       DF11D_BINARY=$here/bin/df11d DF11CTL_BINARY=$here/bin/df11ctl DF11_DEMO_DIR=$here/demo
+bin=$here/bin
+rows=()  # "check|result|detail"
+
+# run NAME COMMAND...: the command's output in $out/NAME.log; a row with its gtest summary.
+run() {
+  local name=$1; shift
+  local start=$SECONDS
+  "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  local detail
+  # gtest's counts (passed, skipped, failed) and compute-sanitizer's summary.
+  detail=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?|ERROR SUMMARY' "$out/$name.log" |
+           sed -E 's/^\[ *([A-Z]+) *\] ([0-9]+) tests?.*/\2 \1/' | tr '\n' ' ')
+  rows+=("$name|$([[ $rc == 0 ]] && echo ok || echo "FAILED ($rc)")|$((SECONDS - start)) s ${detail}")
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>/dev/null
+gpu=$(head -1 "$out/gpu.txt")
+
+if [[ $only == all || $only == tests ]]; then
+  run cuda_devices_test "$bin/cuda_devices_test"
+  run gpu_decoder_test "$bin/gpu_decoder_test"
+  run decoder_equivalence_gpu env DF11_REQUIRE_GPU=1 "$bin/decoder_equivalence_test"
+  run cuda_backend_gpu_test "$bin/cuda_backend_gpu_test"
+  run daemon_gpu_test "$bin/daemon_gpu_test"
+fi
+
+if [[ $only == all || $only == sanitizer ]]; then
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  # The long stress cases are left to the plain runs above.
+  run memcheck_decoder "$cs" --tool memcheck --error-exitcode 1 \
+    "$bin/gpu_decoder_test" --gtest_filter=-*RandomStress*
+  run racecheck_decoder "$cs" --tool racecheck --error-exitcode 1 \
+    "$bin/gpu_decoder_test" --gtest_filter=*SeveralUnits*
+  run memcheck_backend "$cs" --tool memcheck --error-exitcode 1 \
+    "$bin/cuda_backend_gpu_test" --gtest_filter=-*ManyLoadUnloadCycles*
+fi
+
+if [[ $only == all || $only == bench ]]; then
+  run gpu_bench sh -c "'$bin/df11' gpu-bench --json > '$out/gpu_bench.json'"
+  # Qwen3-8B's shapes with random weights: 36 layers, hidden 4096, MLP 12288, 32 heads of 128,
+  # 8 KV heads, vocabulary 151936, untied head.
+  m=$work/qwen3-8b-shaped
+  if [[ ! -f $m-df11/config.json ]]; then
+    rm -rf "$m" "$m-df11"
+    run make_8b_model sh -c "'$bin/df11' synth '$m' --arch qwen3 --layers 36 --hidden 4096 \
+      --intermediate 12288 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936 --shards && \
+      '$bin/df11' compress '$m' '$m-df11'"
+  fi
+  run gpu_load_bench sh -c "'$bin/df11' gpu-load-bench '$m-df11' --bf16 '$m' --runs 3 --json \
+    > '$out/gpu_load_bench.json'"
+fi
+
+printf '\n%s\n' "${gpu:-GPU unknown}"
+printf '%-26s %-12s %s\n' CHECK RESULT DETAIL
+for r in "${rows[@]}"; do
+  IFS='|' read -r c res d <<< "$r"
+  printf '%-26s %-12s %s\n' "$c" "$res" "$d"
+done
+if [[ -f $out/gpu_load_bench.json ]]; then
+  python3 - "$out/gpu_load_bench.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["model"]
+print(f"load  {m['file_bytes']/1e9:.2f} GB in {r['load_seconds']:.3f} s = {r['load_gbps']:.1f} GB/s;"
+      f" H2D copy {r['copy_h2d_gbps']:.1f} GB/s; ratio {r['load_vs_copy']:.2f} (target >= 0.80)")
+print(f"decode {m['layers']} layers: {r['decode_layers_gbps']:.0f} GB/s of BF16")
+print(f"density in {r['budget_bytes']/2**30:.1f} GiB: {r['density']['models']} DF11 models of"
+      f" {m['resident_bytes']/2**30:.2f} GiB" +
+      (f", {r['density_bf16']['models']} BF16" if 'density_bf16' in r else ""))
+PY
+fi
