@@ -116,15 +116,20 @@ gpu::UnitView GpuUnitImage::View(const void* base, const UnitSizes& sizes, uint1
                        static_cast<uint32_t>(sizes.lut_bytes / 256)};
 }
 
-absl::StatusOr<GpuLayout> BuildGpuLayout(const Unit& unit, ThreadPool* pool) {
-  GpuLayout layout;
-  layout.table.resize(gpu::kTableEntries);
+std::vector<uint32_t> BuildDecodeTable(const Unit& unit) {
+  std::vector<uint32_t> table(gpu::kTableEntries);
   for (uint32_t prefix = 0; prefix < gpu::kTableEntries; ++prefix) {
     const PrefixCodes c = DecodePrefix(unit, prefix, gpu::kTableBits, gpu::kMaxSymbolsPerEntry);
     uint32_t e = uint32_t(c.count) << 24 | uint32_t(c.bits) << 26;
     for (int i = 0; i < c.count; ++i) e |= uint32_t{c.symbols[i]} << (8 * i);
-    layout.table[prefix] = e;
+    table[prefix] = e;
   }
+  return table;
+}
+
+absl::StatusOr<GpuLayout> BuildGpuLayout(const Unit& unit, ThreadPool* pool) {
+  GpuLayout layout;
+  layout.table = BuildDecodeTable(unit);
   std::vector<uint64_t> walk_table(size_t{1} << kWalkTableBits);
   for (uint32_t prefix = 0; prefix < walk_table.size(); ++prefix) {
     const PrefixCodes c = DecodePrefix(unit, prefix, kWalkTableBits, 6);

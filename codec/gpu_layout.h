@@ -58,6 +58,9 @@ struct GpuUnitImage {
   gpu::UnitView View(const void* base, const UnitSizes& sizes, uint16_t* out) const;
 };
 
+// The 11-bit multi-symbol table of `unit` (GpuLayout::table), from its LUT rows alone.
+std::vector<uint32_t> BuildDecodeTable(const Unit& unit);
+
 // Walks `unit`'s stream once, block by block on `pool` (nullptr: the calling thread), counting
 // the codes of every segment, and checks the structure on the way as the block-parallel decoder
 // does. kDataLoss naming the block for a corrupt stream.

@@ -139,6 +139,55 @@ DF11_HOST_DEVICE bool DecodeSegment(const UnitView& u, const uint32_t* table, co
   return bitpos <= total_bits && (bitpos + 7) / 8 == u.n_bytes;
 }
 
+// The layout pass (BuildSegmentOffsets), which builds GpuLayout::segment_offsets on the device from
+// the uploaded stream, gaps and positions: one thread per segment counts the codes that start in
+// it, then the block turns the counts into offsets.
+//
+// Per-thread step: the codes that start in segment `s` of block `b`, walking from the segment's
+// first code start (its gap) to its end or the stream's end, whole table entries where all their
+// codes end inside, else one LUT code at a time. Bits the tables do not decode stop the walk: the
+// block step then finds the counts short.
+DF11_HOST_DEVICE uint32_t CountSegment(const UnitView& u, const uint32_t* table,
+                                       const uint8_t* luts, uint32_t b, uint32_t s) {
+  const uint64_t segment = uint64_t{b} * kSegmentsPerBlock + s;
+  const uint64_t boundary = (segment + 1) * (kSegmentBytes * 8);
+  const uint64_t total_bits = 8 * uint64_t{u.n_bytes};
+  const uint64_t end = boundary < total_bits ? boundary : total_bits;
+  const uint8_t* lengths = luts + 256 * (u.lut_rows - 1);
+  uint64_t bitpos = SegmentStart(u, segment);
+  uint32_t count = 0;
+  while (bitpos < end) {
+    const uint64_t w = LoadWindow(u.stream, bitpos);
+    const uint32_t e = table[w >> (64 - kTableBits)];
+    if (EntryCount(e) > 0 && bitpos + EntryBits(e) <= end) {
+      count += EntryCount(e);
+      bitpos += EntryBits(e);
+      continue;
+    }
+    int symbol = 0;
+    const int length = WalkLutRows(luts, lengths, w, &symbol);
+    if (length == 0) break;
+    ++count;
+    bitpos += length;
+  }
+  return count;
+}
+
+// Per-block step: block b's segment offsets (an exclusive sum of its segments' counts, written to
+// `offsets`, kSegmentsPerBlock values). The counts must add up to the block's element count, except
+// in a block that ends the unit, where codes read from the padding bits after the last element
+// are dropped. Returns false when they do not add up.
+DF11_HOST_DEVICE bool FinishBlockOffsets(const UnitView& u, uint32_t b, const uint32_t* counts,
+                                         uint16_t* offsets) {
+  const uint32_t block_count = u.positions[b + 1] - u.positions[b];
+  uint32_t sum = 0;
+  for (int s = 0; s < kSegmentsPerBlock; ++s) {
+    offsets[s] = static_cast<uint16_t>(sum < block_count ? sum : block_count);
+    sum += counts[s];
+  }
+  return u.positions[b + 1] == u.n_elements ? sum >= block_count : sum == block_count;
+}
+
 // Per-block step for thread `t` of `threads`: BF16 values of block b from the staged exponents.
 DF11_HOST_DEVICE void JoinSlice(const UnitView& u, uint32_t b, const uint8_t* exps, uint32_t t,
                                 uint32_t threads) {

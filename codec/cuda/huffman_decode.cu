@@ -17,7 +17,8 @@ namespace {
 constexpr size_t kTableSmemBytes = kTableEntries * sizeof(uint32_t);
 constexpr size_t kLutSmemBytes = kMaxLutRows * 256;
 constexpr size_t kSmemBytes = kTableSmemBytes + kLutSmemBytes + kMaxBlockElements;
-static_assert(kSmemBytes + (kMaxUnitsPerLaunch + 1) * sizeof(uint32_t) <= 48 * 1024,
+static_assert(kSmemBytes + (kMaxUnitsPerLaunch + 1 + kSegmentsPerBlock) * sizeof(uint32_t) <=
+                  48 * 1024,
               "dynamic and static shared memory stay within the default 48 KB");
 // CTAs resident per SM with 45 KB of shared memory each on Hopper (228 KB per SM).
 constexpr int kCtasPerSm = 4;
@@ -66,36 +67,84 @@ __global__ void __launch_bounds__(kSegmentsPerBlock)
     const uint32_t b = unit.first_block + (g - first_block[lo]);
     if (!DecodeSegment(unit, table, luts, b, threadIdx.x, exps)) atomicOr(error, 1u);
     __syncthreads();
-    JoinSlice(unit, b, exps, threadIdx.x, blockDim.x);
+    if (unit.out != nullptr) JoinSlice(unit, b, exps, threadIdx.x, blockDim.x);  // else a check
     __syncthreads();
   }
 }
 
-}  // namespace
+// The layout pass: per block, each thread counts its segment's codes, then thread 0 turns the
+// counts into the block's segment offsets (128 additions). Same grid and unit lookup as above.
+__global__ void __launch_bounds__(kSegmentsPerBlock)
+    build_offsets_kernel(const UnitView* units, uint32_t n_units, uint32_t* error) {
+  extern __shared__ uint32_t smem[];
+  uint32_t* table = smem;
+  uint8_t* luts = reinterpret_cast<uint8_t*>(smem + kTableEntries);
+  __shared__ uint32_t first_block[kMaxUnitsPerLaunch + 1];
+  __shared__ uint32_t counts[kSegmentsPerBlock];
+  if (threadIdx.x == 0) {
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < n_units; ++i) {
+      first_block[i] = total;
+      total += units[i].n_blocks;
+    }
+    first_block[n_units] = total;
+  }
+  __syncthreads();
+  const uint32_t total_blocks = first_block[n_units];
+  uint32_t loaded = n_units;
+  for (uint32_t g = blockIdx.x; g < total_blocks; g += gridDim.x) {
+    uint32_t lo = 0, hi = n_units;
+    while (hi - lo > 1) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (first_block[mid] <= g)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    const UnitView unit = units[lo];
+    if (lo != loaded) {
+      __syncthreads();
+      for (uint32_t i = threadIdx.x; i < kTableEntries; i += blockDim.x) table[i] = unit.table[i];
+      for (uint32_t i = threadIdx.x; i < unit.lut_rows * 256; i += blockDim.x)
+        luts[i] = unit.luts[i];
+      __syncthreads();
+      loaded = lo;
+    }
+    const uint32_t b = unit.first_block + (g - first_block[lo]);
+    counts[threadIdx.x] = CountSegment(unit, table, luts, b, threadIdx.x);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      // The view's offsets are the device memory this pass fills.
+      uint16_t* offsets =
+          const_cast<uint16_t*>(unit.segment_offsets) + uint64_t{b} * kSegmentsPerBlock;
+      if (!FinishBlockOffsets(unit, b, counts, offsets)) atomicOr(error, 1u);
+    }
+    __syncthreads();
+  }
+}
 
-size_t DecodeWorkspaceBytes(size_t n_units) { return Workspace::Bytes(n_units); }
-
-absl::Status DecodeUnits(std::span<const UnitView> units, void* workspace, size_t workspace_bytes,
-                         StreamRef stream_ref) {
+// Checks and enqueues one launch of `kernel` over `units` (DecodeUnits and BuildSegmentOffsets).
+template <typename Kernel>
+absl::Status Launch(Kernel kernel, const char* what, std::span<const UnitView> units,
+                    void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const size_t n = units.size();
-  if (n == 0) return absl::InvalidArgumentError("DecodeUnits: no units");
+  if (n == 0) return absl::InvalidArgumentError(std::string(what) + ": no units");
   if (n > kMaxUnitsPerLaunch) {
-    return absl::InvalidArgumentError("DecodeUnits: " + std::to_string(n) +
+    return absl::InvalidArgumentError(std::string(what) + ": " + std::to_string(n) +
                                       " units in one launch; at most " +
                                       std::to_string(kMaxUnitsPerLaunch));
   }
   if (workspace_bytes < Workspace::Bytes(n)) {
-    return absl::InvalidArgumentError("DecodeUnits: workspace of " + std::to_string(workspace_bytes) +
-                                      " bytes; " + std::to_string(n) + " units need " +
-                                      std::to_string(Workspace::Bytes(n)));
+    return absl::InvalidArgumentError(
+        std::string(what) + ": workspace of " + std::to_string(workspace_bytes) + " bytes; " +
+        std::to_string(n) + " units need " + std::to_string(Workspace::Bytes(n)));
   }
   uint64_t total = 0;
   for (const UnitView& u : units) total += u.n_blocks;
   if (total >= (uint64_t{1} << 32)) {
-    return absl::InvalidArgumentError("DecodeUnits: more than 2^32 blocks in one launch");
+    return absl::InvalidArgumentError(std::string(what) + ": more than 2^32 blocks in one launch");
   }
   auto* base = static_cast<char*>(workspace);
-  auto stream = static_cast<cudaStream_t>(stream_ref);
   DF11_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + Workspace::kViewsOffset, units.data(),
                                             n * sizeof(UnitView), cudaMemcpyHostToDevice, stream));
   DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(base + Workspace::kErrorOffset, 0, sizeof(uint32_t), stream));
@@ -104,11 +153,27 @@ absl::Status DecodeUnits(std::span<const UnitView> units, void* workspace, size_
   DF11_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   DF11_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const uint64_t grid = std::min<uint64_t>(total, uint64_t(sms) * kCtasPerSm);
-  decode_units_kernel<<<static_cast<unsigned>(grid), kSegmentsPerBlock, kSmemBytes, stream>>>(
+  kernel<<<static_cast<unsigned>(grid), kSegmentsPerBlock, kSmemBytes, stream>>>(
       reinterpret_cast<const UnitView*>(base + Workspace::kViewsOffset), static_cast<uint32_t>(n),
       reinterpret_cast<uint32_t*>(base + Workspace::kErrorOffset));
   DF11_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+size_t DecodeWorkspaceBytes(size_t n_units) { return Workspace::Bytes(n_units); }
+
+absl::Status DecodeUnits(std::span<const UnitView> units, void* workspace, size_t workspace_bytes,
+                         StreamRef stream) {
+  return Launch(decode_units_kernel, "DecodeUnits", units, workspace, workspace_bytes,
+                static_cast<cudaStream_t>(stream));
+}
+
+absl::Status BuildSegmentOffsets(std::span<const UnitView> units, void* workspace,
+                                 size_t workspace_bytes, StreamRef stream) {
+  return Launch(build_offsets_kernel, "BuildSegmentOffsets", units, workspace, workspace_bytes,
+                static_cast<cudaStream_t>(stream));
 }
 
 absl::Status CheckDecoded(const void* workspace, StreamRef stream_ref) {

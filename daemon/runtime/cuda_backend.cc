@@ -10,7 +10,6 @@
 #include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
 #include "codec/gpu_layout.h"
-#include "daemon/runtime/background_job.h"
 
 namespace df11::runtime {
 namespace {
@@ -119,8 +118,7 @@ CudaBackend::CudaBackend(std::unique_ptr<GpuDevice> device, const Options& optio
       options_(options),
       device_name_(device_->name()),
       arena_(options.budget, options.granule),
-      copy_pool_(options.threads),
-      layout_pool_(options.threads) {}
+      copy_pool_(options.threads) {}
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr<GpuDevice> device,
                                                                  const Options& options) {
@@ -135,7 +133,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr
   }
   const uint64_t slot = Align(device->DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch), 256);
   const uint64_t workspace =
-      Align(kDecodeSlots * slot + options.library_workspace_bytes, options.granule);
+      Align((kDecodeSlots + 1) * slot + options.library_workspace_bytes, options.granule);
   const uint64_t fixed = workspace + Align(options.kv_pool_bytes, options.granule);
   if (options.budget < fixed + options.granule) {
     return absl::InvalidArgumentError(
@@ -154,7 +152,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr
 }
 
 absl::Status CudaBackend::Init() {
-  DF11_ASSIGN_OR_RETURN(base_, device_->Allocate(arena_.capacity()));
+  uint64_t arena_bytes = 0;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    arena_bytes = arena_.capacity();
+  }
+  DF11_ASSIGN_OR_RETURN(base_, device_->Allocate(arena_bytes));
   auto stream = [this]() -> absl::StatusOr<std::unique_ptr<Stream>> {
     DF11_ASSIGN_OR_RETURN(GpuDevice::Stream s, device_->CreateStream());
     return std::make_unique<Stream>(*device_, s);
@@ -177,8 +180,13 @@ absl::Status CudaBackend::Init() {
     views_.reserve(codec::gpu::kMaxUnitsPerLaunch);
   }
   absl::MutexLock lock(&mu_);
-  DF11_ASSIGN_OR_RETURN(
-      workspace_id_, arena_.Allocate(kDecodeSlots * slot_bytes + options_.library_workspace_bytes));
+  // The workspace: the decode slots, the placement's slot, the library's workspace. Allocated
+  // first, at offset 0, so compaction never moves it: its address is fixed.
+  DF11_ASSIGN_OR_RETURN(workspace_id_, arena_.Allocate((kDecodeSlots + 1) * slot_bytes +
+                                                       options_.library_workspace_bytes));
+  DF11_CHECK(arena_.offset(workspace_id_) == 0);
+  workspace_ = static_cast<char*>(base_);
+  placement_workspace_ = workspace_ + kDecodeSlots * slot_bytes;
   if (options_.kv_pool_bytes > 0) {
     DF11_ASSIGN_OR_RETURN(kv_pool_id_, arena_.Allocate(options_.kv_pool_bytes));
   }
@@ -337,7 +345,6 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
   uint64_t total = 0;
   for (const codec::UnitSizes& s : plan.unit_sizes) {
     total += s.stream_bytes + s.elements + s.gaps_bytes + (s.blocks() + 1) * sizeof(uint32_t) +
-             s.blocks() * codec::gpu::kSegmentsPerBlock * sizeof(uint16_t) +
              codec::gpu::kTableEntries * sizeof(uint32_t) + s.lut_bytes;
   }
   for (const auto& [name, bytes] : plain) total += bytes.size();
@@ -347,7 +354,8 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
   if (progress && !progress(0, total)) return absl::CancelledError("load cancelled");
 
   // Copies `src` to `offset` in the allocation through the staging buffers: the host fills one
-  // while the copy engine drains the others.
+  // (reading the mapped file, from the page cache or the disk) while the copy engine drains the
+  // others.
   auto copy = [&](const void* src, uint64_t bytes, uint64_t offset) -> absl::Status {
     const auto* from = static_cast<const char*>(src);
     for (uint64_t at = 0; at < bytes;) {
@@ -382,30 +390,37 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
     return absl::OkStatus();
   };
 
-  // The next unit's layout is built on the layout pool while this one's bytes are copied.
-  BackgroundJob layout_job;
-  std::array<absl::StatusOr<codec::GpuLayout>, 2> layouts = {absl::UnknownError(""),
-                                                             absl::UnknownError("")};
-  auto build = [&](size_t u) {
-    layout_job.Start(
-        [&, u] { layouts[u % 2] = codec::BuildGpuLayout(*units[u].unit, &layout_pool_); });
+  // One launch over unit `u` (the layout pass, or a check-only decode), waited for and checked.
+  using Pass = absl::Status (GpuDevice::*)(std::span<const codec::gpu::UnitView>, void*, uint64_t,
+                                           GpuDevice::Stream);
+  auto run_pass = [&](size_t u, Pass pass) -> absl::Status {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      const codec::gpu::UnitView view = plan.layout.unit_images[u].View(
+          AddressLocked(allocation) + plan.layout.unit_offsets[u], plan.unit_sizes[u], nullptr);
+      DF11_RETURN_IF_ERROR(
+          (device_.get()->*pass)(std::span(&view, 1), placement_workspace_, slot_bytes_, stream));
+    }
+    const absl::Status s = device_->CheckDecoded(placement_workspace_, stream);
+    if (absl::IsDataLoss(s)) {
+      return absl::DataLossError(
+          absl::StrCat("DF11 unit ", units[u].path, " of ", host.directory(), ": ", s.message()));
+    }
+    return s;
   };
+
   auto upload_all = [&]() -> absl::Status {
     {
       absl::ReaderMutexLock lock(&mu_);
       DF11_RETURN_IF_ERROR(device_->MemsetAsync(AddressLocked(allocation), 0, plan.layout.bytes(),
                                                 stream));  // padding is zero
     }
-    if (!units.empty()) build(0);
     for (size_t u = 0; u < units.size(); ++u) {
-      layout_job.Wait();
-      absl::StatusOr<codec::GpuLayout> layout = std::move(layouts[u % 2]);
-      if (u + 1 < units.size()) build(u + 1);
-      if (!layout.ok()) return layout.status();
       const codec::Unit& unit = *units[u].unit;
       const codec::UnitTensors& t = unit.tensors();
       const codec::GpuUnitImage& image = plan.layout.unit_images[u];
       const uint64_t at = plan.layout.unit_offsets[u];
+      const std::vector<uint32_t> table = codec::BuildDecodeTable(unit);
       DF11_RETURN_IF_ERROR(
           copy(t.encoded_exponent.data(), t.encoded_exponent.size(), at + image.stream));
       DF11_RETURN_IF_ERROR(
@@ -413,21 +428,22 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
       DF11_RETURN_IF_ERROR(copy(t.gaps.data(), t.gaps.size(), at + image.gaps));
       DF11_RETURN_IF_ERROR(
           copy(unit.positions().data(), unit.positions().size_bytes(), at + image.positions));
-      DF11_RETURN_IF_ERROR(copy(layout->segment_offsets.data(),
-                                layout->segment_offsets.size() * sizeof(uint16_t),
-                                at + image.segment_offsets));
-      DF11_RETURN_IF_ERROR(
-          copy(layout->table.data(), layout->table.size() * sizeof(uint32_t), at + image.table));
+      DF11_RETURN_IF_ERROR(copy(table.data(), table.size() * sizeof(uint32_t), at + image.table));
       DF11_RETURN_IF_ERROR(copy(t.luts.data(), t.luts.size(), at + image.luts));
     }
     for (size_t i = 0; i < plain.size(); ++i) {
       DF11_RETURN_IF_ERROR(
           copy(plain[i].second.data(), plain[i].second.size(), plan.layout.plain_offsets[i]));
     }
+    // The decoder's layout is built on the device from what was copied; then every unit is
+    // decoded once without output, so a corrupt unit is kDataLoss now, naming it.
+    for (size_t u = 0; u < units.size(); ++u) {
+      DF11_RETURN_IF_ERROR(run_pass(u, &GpuDevice::BuildSegmentOffsets));
+      DF11_RETURN_IF_ERROR(run_pass(u, &GpuDevice::DecodeUnits));
+    }
     return absl::OkStatus();
   };
   absl::Status status = upload_all();
-  layout_job.Wait();
   // No copy may still be in flight into memory that is freed on an error.
   const absl::Status synced = device_->StreamSynchronize(stream);
   if (status.ok()) status = synced;
@@ -504,8 +520,8 @@ absl::StatusOr<CudaBackend::DecodeSlot*> CudaBackend::NextSlotLocked() {
 }
 
 absl::Status CudaBackend::LaunchLocked(DecodeSlot& slot, const DecodeSlot& what) {
-  void* workspace = AddressLocked(workspace_id_) + slot.offset;
-  DF11_RETURN_IF_ERROR(device_->DecodeUnits(views_, workspace, slot_bytes_, decode_stream_->get()));
+  DF11_RETURN_IF_ERROR(
+      device_->DecodeUnits(views_, workspace_ + slot.offset, slot_bytes_, decode_stream_->get()));
   slot.pending = true;
   slot.model = what.model;
   slot.what = what.what;
@@ -520,14 +536,12 @@ absl::Status CudaBackend::FinishDecodes() {
 }
 
 absl::Status CudaBackend::FinishDecodesLocked() {
-  absl::ReaderMutexLock lock(&mu_);
   DF11_RETURN_IF_ERROR(device_->StreamSynchronize(decode_stream_->get()));
   absl::Status first;
   for (DecodeSlot& slot : slots_) {
     if (!slot.pending) continue;
     slot.pending = false;
-    const absl::Status s =
-        device_->CheckDecoded(AddressLocked(workspace_id_) + slot.offset, decode_stream_->get());
+    const absl::Status s = device_->CheckDecoded(workspace_ + slot.offset, decode_stream_->get());
     if (s.ok() || !first.ok()) continue;
     const std::string what = slot.what == DecodeSlot::What::kLayer
                                  ? absl::StrCat("layer ", slot.layer)

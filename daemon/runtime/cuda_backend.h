@@ -14,9 +14,11 @@
 // the arena's start (device-to-device copies), under the exclusive lock that every user of a
 // device address holds shared while it derives and uses one.
 //
-// Placement copies each unit's tensors from the mapped files through page-locked staging buffers
-// with asynchronous copies, while the host fills the next buffer and builds the next unit's
-// decoder layout (codec::BuildGpuLayout, on all cores), and reports progress in bytes.
+// Placement copies each unit's official tensors from the mapped files through page-locked staging
+// buffers with asynchronous copies while the host fills the next buffer (reading the files), and
+// reports progress in bytes. The decoder's layout (per-segment offsets) is then built on the GPU
+// from the copied stream (codec::gpu::BuildSegmentOffsets), and every unit is decoded once without
+// output, so that a corrupt unit is kDataLoss at load, naming it.
 //
 // Decoding. DecodeLayer enqueues one launch that decodes every unit of a layer into a scratch
 // buffer on the backend's decode stream and records an event, so that the forward pass overlaps
@@ -177,6 +179,9 @@ class CudaBackend final : public Backend {
   const Options options_;
   const std::string device_name_;
   void* base_ = nullptr;  // the arena
+  // The workspace allocation (at the arena's start, never moved) and the placement's launch slot.
+  char* workspace_ = nullptr;
+  void* placement_workspace_ = nullptr;
 
   // Shared: anyone deriving a device address and enqueueing work on it; exclusive: compaction
   // and every change to the arena's layout.
@@ -195,8 +200,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Stream> upload_stream_;
   std::vector<void*> staging_;
   std::vector<std::unique_ptr<Event>> staging_done_;
-  codec::ThreadPool copy_pool_;    // fills staging buffers
-  codec::ThreadPool layout_pool_;  // builds decoder layouts
+  codec::ThreadPool copy_pool_;  // fills staging buffers
 
   // Decoding (one caller at a time).
   absl::Mutex decode_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -64,9 +64,13 @@ class GpuDevice {
   virtual absl::Status CopyAsync(void* dst, const void* src, uint64_t bytes, Stream stream) = 0;
   virtual absl::Status MemsetAsync(void* dst, uint8_t value, uint64_t bytes, Stream stream) = 0;
 
-  // codec::gpu::DecodeUnits and codec::gpu::CheckDecoded on this device (codec/gpu_decoder.h).
+  // codec::gpu::DecodeUnits, BuildSegmentOffsets and CheckDecoded on this device
+  // (codec/gpu_decoder.h).
   virtual absl::Status DecodeUnits(std::span<const codec::gpu::UnitView> views, void* workspace,
                                    uint64_t workspace_bytes, Stream stream) = 0;
+  virtual absl::Status BuildSegmentOffsets(std::span<const codec::gpu::UnitView> views,
+                                           void* workspace, uint64_t workspace_bytes,
+                                           Stream stream) = 0;
   virtual absl::Status CheckDecoded(const void* workspace, Stream stream) = 0;
   // Device workspace one DecodeUnits call with `views` views needs.
   virtual uint64_t DecodeWorkspaceBytes(size_t views) const = 0;

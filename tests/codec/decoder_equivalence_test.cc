@@ -77,7 +77,14 @@ const std::vector<DecoderUnderTest>& Decoders() {
        [](const Unit& u, std::span<uint16_t> out) { return DecodeParallel(u, out, nullptr); }},
       {"DecodeParallel(ThreadPool(3))",
        [](const Unit& u, std::span<uint16_t> out) { return DecodeParallel(u, out, pool); }},
-      {"GPU decoder steps, emulated on the CPU", ::df11::testing::DecodeWithGpuStepsOnCpu},
+      {"GPU decoder steps, emulated on the CPU",
+       [](const Unit& u, std::span<uint16_t> out) {
+         return ::df11::testing::DecodeWithGpuStepsOnCpu(u, out);
+       }},
+      {"GPU layout pass and decoder steps, emulated on the CPU",
+       [](const Unit& u, std::span<uint16_t> out) {
+         return ::df11::testing::DecodeWithGpuStepsOnCpu(u, out, /*offsets_from_layout_pass=*/true);
+       }},
 #ifdef DF11_HAVE_CUDA
       {"GPU decoder (kernel)",
        [](const Unit& u, std::span<uint16_t> out) -> absl::Status {

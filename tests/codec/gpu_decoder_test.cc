@@ -119,6 +119,73 @@ TEST_F(GpuDecoderTest, CorruptSegmentOffsetsAreDataLoss) {
   EXPECT_THAT(CheckDecoded(workspace.data(), nullptr), StatusIs(absl::StatusCode::kDataLoss));
 }
 
+// The layout pass on the device gives BuildGpuLayout's offsets, for many units in one launch.
+TEST_F(GpuDecoderTest, SegmentOffsetsBuiltOnTheDeviceEqualTheCpuLayout) {
+  const uint64_t seed = TestSeed();
+  SCOPED_TRACE(SeedTrace(seed));
+  const size_t sizes[] = {1, 4097, 100000, 3 * 32768 + 17, 2000000};
+  std::vector<Encoded> encoded;
+  std::vector<Unit> units;
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    encoded.push_back(EncodeNormal(DeriveSeed(seed, 50 + i), sizes[i]));
+  }
+  for (Encoded& e : encoded) {
+    DF11_ASSERT_OK_AND_ASSIGN(Unit u, Unit::Validate(e.unit.tensors(), "unit"));
+    units.push_back(std::move(u));
+  }
+  std::vector<GpuLayout> layouts;
+  std::vector<DeviceUnit> device_units;
+  std::vector<DeviceBuffer> offsets;
+  std::vector<UnitView> views;
+  for (const Unit& u : units) {
+    DF11_ASSERT_OK_AND_ASSIGN(GpuLayout layout, BuildGpuLayout(u, nullptr));
+    DF11_ASSERT_OK_AND_ASSIGN(DeviceUnit d, DeviceUnit::Upload(u, layout));
+    DF11_ASSERT_OK_AND_ASSIGN(DeviceBuffer o,
+                              DeviceBuffer::Allocate(2 * layout.segment_offsets.size()));
+    DF11_ASSERT_OK(o.Fill(0xFF));
+    UnitView v = d.view(nullptr);
+    v.segment_offsets = static_cast<const uint16_t*>(o.data());
+    views.push_back(v);
+    layouts.push_back(std::move(layout));
+    device_units.push_back(std::move(d));
+    offsets.push_back(std::move(o));
+  }
+  DF11_ASSERT_OK_AND_ASSIGN(DeviceBuffer workspace,
+                            DeviceBuffer::Allocate(DecodeWorkspaceBytes(views.size())));
+  DF11_ASSERT_OK(BuildSegmentOffsets(views, workspace.data(), workspace.size(), nullptr));
+  DF11_ASSERT_OK(CheckDecoded(workspace.data(), nullptr));
+  for (size_t i = 0; i < units.size(); ++i) {
+    std::vector<uint16_t> built(layouts[i].segment_offsets.size());
+    DF11_ASSERT_OK(offsets[i].CopyToHost(built.data(), 2 * built.size()));
+    EXPECT_EQ(built, layouts[i].segment_offsets) << "unit " << i;
+  }
+  // A check-only decode (no output) with the device-built offsets passes.
+  DF11_ASSERT_OK(DecodeUnits(views, workspace.data(), workspace.size(), nullptr));
+  DF11_EXPECT_OK(CheckDecoded(workspace.data(), nullptr));
+}
+
+// Overwritten codes are found by the layout pass or by the check-only decode after it.
+TEST_F(GpuDecoderTest, OverwrittenCodesAreDataLossOnTheDevice) {
+  Encoded e = EncodeNormal(TestSeed(), 200000);
+  for (size_t i = 1000; i < 3000; ++i) e.unit.encoded_exponent[i] = 0xFF;
+  DF11_ASSERT_OK_AND_ASSIGN(Unit unit, Unit::Validate(e.unit.tensors(), "corrupt"));
+  GpuLayout layout;
+  layout.table = BuildDecodeTable(unit);
+  layout.segment_offsets.assign(unit.num_blocks() * kSegmentsPerBlock, 0);
+  DF11_ASSERT_OK_AND_ASSIGN(DeviceUnit d, DeviceUnit::Upload(unit, layout));
+  DF11_ASSERT_OK_AND_ASSIGN(DeviceBuffer workspace,
+                            DeviceBuffer::Allocate(DecodeWorkspaceBytes(1)));
+  const UnitView view = d.view(nullptr);
+  DF11_ASSERT_OK(
+      BuildSegmentOffsets(std::span(&view, 1), workspace.data(), workspace.size(), nullptr));
+  absl::Status found = CheckDecoded(workspace.data(), nullptr);
+  if (found.ok()) {
+    DF11_ASSERT_OK(DecodeUnits(std::span(&view, 1), workspace.data(), workspace.size(), nullptr));
+    found = CheckDecoded(workspace.data(), nullptr);
+  }
+  EXPECT_THAT(found, StatusIs(absl::StatusCode::kDataLoss));
+}
+
 TEST_F(GpuDecoderTest, SmallWorkspaceIsInvalidArgument) {
   const UnitView view{};
   DF11_ASSERT_OK_AND_ASSIGN(DeviceBuffer workspace, DeviceBuffer::Allocate(8));

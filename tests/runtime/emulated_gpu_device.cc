@@ -110,15 +110,13 @@ uint64_t EmulatedGpuDevice::DecodeWorkspaceBytes(size_t views) const {
   return kViewsOffset + views * sizeof(codec::gpu::UnitView);
 }
 
-absl::Status EmulatedGpuDevice::DecodeUnits(std::span<const codec::gpu::UnitView> views,
-                                            void* workspace, uint64_t workspace_bytes,
-                                            Stream stream) {
-  namespace gpu = codec::gpu;
-  if (views.empty() || views.size() > gpu::kMaxUnitsPerLaunch) {
-    return absl::InvalidArgumentError(absl::StrCat("DecodeUnits: ", views.size(), " views"));
+absl::StatusOr<uint32_t*> EmulatedGpuDevice::BeginLaunch(
+    std::span<const codec::gpu::UnitView> views, void* workspace, uint64_t workspace_bytes) {
+  if (views.empty() || views.size() > codec::gpu::kMaxUnitsPerLaunch) {
+    return absl::InvalidArgumentError(absl::StrCat("a launch of ", views.size(), " views"));
   }
   if (workspace_bytes < DecodeWorkspaceBytes(views.size())) {
-    return absl::InvalidArgumentError("DecodeUnits: a small workspace");
+    return absl::InvalidArgumentError("a launch with a small workspace");
   }
   {
     std::lock_guard lock(mu_);
@@ -127,7 +125,37 @@ absl::Status EmulatedGpuDevice::DecodeUnits(std::span<const codec::gpu::UnitView
   auto* error = static_cast<uint32_t*>(workspace);
   *error = 0;
   std::memcpy(static_cast<char*>(workspace) + kViewsOffset, views.data(),
-              views.size() * sizeof(gpu::UnitView));
+              views.size() * sizeof(codec::gpu::UnitView));
+  return error;
+}
+
+absl::Status EmulatedGpuDevice::BuildSegmentOffsets(std::span<const codec::gpu::UnitView> views,
+                                                    void* workspace, uint64_t workspace_bytes,
+                                                    Stream stream) {
+  namespace gpu = codec::gpu;
+  absl::StatusOr<uint32_t*> error = BeginLaunch(views, workspace, workspace_bytes);
+  if (!error.ok()) return error.status();
+  uint32_t counts[gpu::kSegmentsPerBlock];
+  for (const gpu::UnitView& u : views) {
+    for (uint32_t b = u.first_block; b < u.first_block + u.n_blocks; ++b) {
+      for (uint32_t t = 0; t < gpu::kSegmentsPerBlock; ++t) {
+        counts[t] = gpu::CountSegment(u, u.table, u.luts, b, t);
+      }
+      uint16_t* offsets =
+          const_cast<uint16_t*>(u.segment_offsets) + uint64_t{b} * gpu::kSegmentsPerBlock;
+      if (!gpu::FinishBlockOffsets(u, b, counts, offsets)) **error = 1;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuDevice::DecodeUnits(std::span<const codec::gpu::UnitView> views,
+                                            void* workspace, uint64_t workspace_bytes,
+                                            Stream stream) {
+  namespace gpu = codec::gpu;
+  absl::StatusOr<uint32_t*> launched = BeginLaunch(views, workspace, workspace_bytes);
+  if (!launched.ok()) return launched.status();
+  uint32_t* error = *launched;
   // Each CTA: its unit's table and LUT rows in "shared memory", the block's exponents staged,
   // every thread's segment, a barrier, every thread's slice of the join.
   std::vector<uint8_t> exps(gpu::kMaxBlockElements);
@@ -136,6 +164,7 @@ absl::Status EmulatedGpuDevice::DecodeUnits(std::span<const codec::gpu::UnitView
       for (uint32_t t = 0; t < gpu::kSegmentsPerBlock; ++t) {
         if (!gpu::DecodeSegment(u, u.table, u.luts, b, t, exps.data())) *error = 1;
       }
+      if (u.out == nullptr) continue;  // a check-only decode
       for (uint32_t t = 0; t < gpu::kSegmentsPerBlock; ++t) {
         gpu::JoinSlice(u, b, exps.data(), t, gpu::kSegmentsPerBlock);
       }

@@ -44,6 +44,8 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
   absl::Status MemsetAsync(void* dst, uint8_t value, uint64_t bytes, Stream stream) override;
   absl::Status DecodeUnits(std::span<const codec::gpu::UnitView> views, void* workspace,
                            uint64_t workspace_bytes, Stream stream) override;
+  absl::Status BuildSegmentOffsets(std::span<const codec::gpu::UnitView> views, void* workspace,
+                                   uint64_t workspace_bytes, Stream stream) override;
   absl::Status CheckDecoded(const void* workspace, Stream stream) override;
   uint64_t DecodeWorkspaceBytes(size_t views) const override;
 
@@ -55,6 +57,10 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
   uint64_t decode_launches() const;
 
  private:
+  // Checks a launch's views and workspace and clears its error flag, as a launch does.
+  absl::StatusOr<uint32_t*> BeginLaunch(std::span<const codec::gpu::UnitView> views,
+                                        void* workspace, uint64_t workspace_bytes);
+
   const uint64_t total_;
   mutable std::mutex mu_;
   std::map<void*, uint64_t> device_;  // allocation -> bytes

@@ -123,6 +123,12 @@ class CudaDevice final : public GpuDevice {
     return codec::gpu::DecodeUnits(views, workspace, workspace_bytes, stream);
   }
 
+  absl::Status BuildSegmentOffsets(std::span<const codec::gpu::UnitView> views, void* workspace,
+                                   uint64_t workspace_bytes, Stream stream) override {
+    DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+    return codec::gpu::BuildSegmentOffsets(views, workspace, workspace_bytes, stream);
+  }
+
   absl::Status CheckDecoded(const void* workspace, Stream stream) override {
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     return codec::gpu::CheckDecoded(workspace, stream);
