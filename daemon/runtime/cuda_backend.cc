@@ -20,6 +20,8 @@ constexpr uint64_t kReportBytes = 16 << 20;
 constexpr uint64_t kFillPiece = 1 << 20;
 // Decode launches in flight before FinishDecodes must have checked them.
 constexpr size_t kDecodeSlots = 64;
+// Units whose load-time checks are in flight before their flags are read (two launches each).
+constexpr size_t kPlacementChecks = 32;
 
 uint64_t Align(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
@@ -133,7 +135,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr
   }
   const uint64_t slot = Align(device->DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch), 256);
   const uint64_t workspace =
-      Align((kDecodeSlots + 1) * slot + options.library_workspace_bytes, options.granule);
+      Align((kDecodeSlots + 2 * kPlacementChecks) * slot + options.library_workspace_bytes,
+            options.granule);
   const uint64_t fixed = workspace + Align(options.kv_pool_bytes, options.granule);
   if (options.budget < fixed + options.granule) {
     return absl::InvalidArgumentError(
@@ -163,7 +166,12 @@ absl::Status CudaBackend::Init() {
     return std::make_unique<Stream>(*device_, s);
   };
   DF11_ASSIGN_OR_RETURN(upload_stream_, stream());
+  DF11_ASSIGN_OR_RETURN(check_stream_, stream());
   DF11_ASSIGN_OR_RETURN(decode_stream_, stream());
+  {
+    DF11_ASSIGN_OR_RETURN(GpuDevice::Event e, device_->CreateEvent());
+    unit_copied_ = std::make_unique<Event>(*device_, e);
+  }
   for (int i = 0; i < options_.staging_buffers; ++i) {
     DF11_ASSIGN_OR_RETURN(void* host, device_->AllocateHost(options_.staging_bytes));
     staging_.push_back(host);
@@ -180,10 +188,11 @@ absl::Status CudaBackend::Init() {
     views_.reserve(codec::gpu::kMaxUnitsPerLaunch);
   }
   absl::MutexLock lock(&mu_);
-  // The workspace: the decode slots, the placement's slot, the library's workspace. Allocated
-  // first, at offset 0, so compaction never moves it: its address is fixed.
-  DF11_ASSIGN_OR_RETURN(workspace_id_, arena_.Allocate((kDecodeSlots + 1) * slot_bytes +
-                                                       options_.library_workspace_bytes));
+  // The workspace: the decode slots, the placement's check slots, the library's workspace.
+  // Allocated first, at offset 0, so compaction never moves it: its address is fixed.
+  DF11_ASSIGN_OR_RETURN(workspace_id_,
+                        arena_.Allocate((kDecodeSlots + 2 * kPlacementChecks) * slot_bytes +
+                                        options_.library_workspace_bytes));
   DF11_CHECK(arena_.offset(workspace_id_) == 0);
   workspace_ = static_cast<char*>(base_);
   placement_workspace_ = workspace_ + kDecodeSlots * slot_bytes;
@@ -202,9 +211,12 @@ CudaBackend::~CudaBackend() {
   }
   if (decode_stream_ != nullptr) device_->StreamSynchronize(decode_stream_->get()).IgnoreError();
   if (upload_stream_ != nullptr) device_->StreamSynchronize(upload_stream_->get()).IgnoreError();
+  if (check_stream_ != nullptr) device_->StreamSynchronize(check_stream_->get()).IgnoreError();
   for (void* host : staging_) device_->FreeHost(host);
   staging_done_.clear();
+  unit_copied_.reset();
   decode_stream_.reset();
+  check_stream_.reset();
   upload_stream_.reset();
   if (base_ != nullptr) device_->Free(base_);
 }
@@ -232,6 +244,7 @@ absl::Status CudaBackend::CompactLocked() {
   // Nothing may read or write the arena while it moves: every stream finishes first, and no
   // new work is enqueued while the lock is held.
   DF11_RETURN_IF_ERROR(device_->StreamSynchronize(upload_stream_->get()));
+  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(check_stream_->get()));
   DF11_RETURN_IF_ERROR(device_->StreamSynchronize(decode_stream_->get()));
   const std::vector<ArenaAllocator::Move> moves = arena_.Compact();
   char* base = static_cast<char*>(base_);
@@ -390,23 +403,43 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
     return absl::OkStatus();
   };
 
-  // One launch over unit `u` (the layout pass, or a check-only decode), waited for and checked.
-  using Pass = absl::Status (GpuDevice::*)(std::span<const codec::gpu::UnitView>, void*, uint64_t,
-                                           GpuDevice::Stream);
-  auto run_pass = [&](size_t u, Pass pass) -> absl::Status {
-    {
-      absl::ReaderMutexLock lock(&mu_);
-      const codec::gpu::UnitView view = plan.layout.unit_images[u].View(
-          AddressLocked(allocation) + plan.layout.unit_offsets[u], plan.unit_sizes[u], nullptr);
-      DF11_RETURN_IF_ERROR(
-          (device_.get()->*pass)(std::span(&view, 1), placement_workspace_, slot_bytes_, stream));
+  // Each unit, once its bytes are copied, gets its decoder layout built on the device and is
+  // decoded once without output, on the check stream while the next unit's bytes copy: a corrupt
+  // unit is kDataLoss now, naming it. Each of the two launches has its own slot, whose flag is
+  // read when the slots run out and at the end.
+  GpuDevice::Stream check = check_stream_->get();
+  std::vector<size_t> checking;  // the unit of each pair of slots in use
+  auto check_all = [&]() -> absl::Status {
+    DF11_RETURN_IF_ERROR(device_->StreamSynchronize(check));
+    absl::Status first;
+    for (size_t k = 0; k < checking.size(); ++k) {
+      for (size_t pass = 0; pass < 2 && first.ok(); ++pass) {
+        const absl::Status s =
+            device_->CheckDecoded(placement_workspace_ + (2 * k + pass) * slot_bytes_, check);
+        if (absl::IsDataLoss(s)) {
+          first = absl::DataLossError(absl::StrCat("DF11 unit ", units[checking[k]].path, " of ",
+                                                   host.directory(), ": ", s.message()));
+        } else if (!s.ok()) {
+          first = s;
+        }
+      }
     }
-    const absl::Status s = device_->CheckDecoded(placement_workspace_, stream);
-    if (absl::IsDataLoss(s)) {
-      return absl::DataLossError(
-          absl::StrCat("DF11 unit ", units[u].path, " of ", host.directory(), ": ", s.message()));
-    }
-    return s;
+    checking.clear();
+    return first;
+  };
+  auto check_unit = [&](size_t u) -> absl::Status {
+    if (checking.size() == kPlacementChecks) DF11_RETURN_IF_ERROR(check_all());
+    DF11_RETURN_IF_ERROR(device_->Record(unit_copied_->get(), stream));
+    DF11_RETURN_IF_ERROR(device_->StreamWait(check, unit_copied_->get()));
+    const size_t k = checking.size();
+    checking.push_back(u);
+    absl::ReaderMutexLock lock(&mu_);
+    const codec::gpu::UnitView view = plan.layout.unit_images[u].View(
+        AddressLocked(allocation) + plan.layout.unit_offsets[u], plan.unit_sizes[u], nullptr);
+    DF11_RETURN_IF_ERROR(device_->BuildSegmentOffsets(
+        std::span(&view, 1), placement_workspace_ + 2 * k * slot_bytes_, slot_bytes_, check));
+    return device_->DecodeUnits(
+        std::span(&view, 1), placement_workspace_ + (2 * k + 1) * slot_bytes_, slot_bytes_, check);
   };
 
   auto upload_all = [&]() -> absl::Status {
@@ -430,22 +463,18 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
           copy(unit.positions().data(), unit.positions().size_bytes(), at + image.positions));
       DF11_RETURN_IF_ERROR(copy(table.data(), table.size() * sizeof(uint32_t), at + image.table));
       DF11_RETURN_IF_ERROR(copy(t.luts.data(), t.luts.size(), at + image.luts));
+      DF11_RETURN_IF_ERROR(check_unit(u));
     }
     for (size_t i = 0; i < plain.size(); ++i) {
       DF11_RETURN_IF_ERROR(
           copy(plain[i].second.data(), plain[i].second.size(), plan.layout.plain_offsets[i]));
     }
-    // The decoder's layout is built on the device from what was copied; then every unit is
-    // decoded once without output, so a corrupt unit is kDataLoss now, naming it.
-    for (size_t u = 0; u < units.size(); ++u) {
-      DF11_RETURN_IF_ERROR(run_pass(u, &GpuDevice::BuildSegmentOffsets));
-      DF11_RETURN_IF_ERROR(run_pass(u, &GpuDevice::DecodeUnits));
-    }
-    return absl::OkStatus();
+    return check_all();
   };
   absl::Status status = upload_all();
-  // No copy may still be in flight into memory that is freed on an error.
-  const absl::Status synced = device_->StreamSynchronize(stream);
+  // No copy or check may still be in flight into memory that is freed on an error.
+  absl::Status synced = device_->StreamSynchronize(stream);
+  if (synced.ok()) synced = device_->StreamSynchronize(check);
   if (status.ok()) status = synced;
   if (status.ok() && progress && !cancelled) progress(total, total);
   return status;

@@ -179,9 +179,9 @@ class CudaBackend final : public Backend {
   const Options options_;
   const std::string device_name_;
   void* base_ = nullptr;  // the arena
-  // The workspace allocation (at the arena's start, never moved) and the placement's launch slot.
+  // The workspace allocation (at the arena's start, never moved) and the placement's check slots.
   char* workspace_ = nullptr;
-  void* placement_workspace_ = nullptr;
+  char* placement_workspace_ = nullptr;
 
   // Shared: anyone deriving a device address and enqueueing work on it; exclusive: compaction
   // and every change to the arena's layout.
@@ -198,6 +198,8 @@ class CudaBackend final : public Backend {
   // Placement: one upload at a time (they share the copy engine anyway).
   absl::Mutex upload_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::unique_ptr<Stream> upload_stream_;
+  std::unique_ptr<Stream> check_stream_;  // each unit's layout pass and check, after its copies
+  std::unique_ptr<Event> unit_copied_;
   std::vector<void*> staging_;
   std::vector<std::unique_ptr<Event>> staging_done_;
   codec::ThreadPool copy_pool_;  // fills staging buffers
