@@ -168,9 +168,14 @@ absl::Status CudaBackend::Init() {
   DF11_ASSIGN_OR_RETURN(upload_stream_, stream());
   DF11_ASSIGN_OR_RETURN(check_stream_, stream());
   DF11_ASSIGN_OR_RETURN(decode_stream_, stream());
-  {
+  auto event = [this]() -> absl::StatusOr<std::unique_ptr<Event>> {
     DF11_ASSIGN_OR_RETURN(GpuDevice::Event e, device_->CreateEvent());
-    unit_copied_ = std::make_unique<Event>(*device_, e);
+    return std::make_unique<Event>(*device_, e);
+  };
+  DF11_ASSIGN_OR_RETURN(unit_copied_, event());
+  for (int b = 0; b < 2; ++b) {
+    DF11_ASSIGN_OR_RETURN(scratch_ready_[b], event());
+    DF11_ASSIGN_OR_RETURN(scratch_free_[b], event());
   }
   for (int i = 0; i < options_.staging_buffers; ++i) {
     DF11_ASSIGN_OR_RETURN(void* host, device_->AllocateHost(options_.staging_bytes));
@@ -215,6 +220,10 @@ CudaBackend::~CudaBackend() {
   for (void* host : staging_) device_->FreeHost(host);
   staging_done_.clear();
   unit_copied_.reset();
+  for (int b = 0; b < 2; ++b) {
+    scratch_ready_[b].reset();
+    scratch_free_[b].reset();
+  }
   decode_stream_.reset();
   check_stream_.reset();
   upload_stream_.reset();
@@ -548,9 +557,12 @@ absl::StatusOr<CudaBackend::DecodeSlot*> CudaBackend::NextSlotLocked() {
   return &slot;
 }
 
-absl::Status CudaBackend::LaunchLocked(DecodeSlot& slot, const DecodeSlot& what) {
-  DF11_RETURN_IF_ERROR(
-      device_->DecodeUnits(views_, workspace_ + slot.offset, slot_bytes_, decode_stream_->get()));
+absl::Status CudaBackend::LaunchLocked(DecodeSlot& slot, const DecodeSlot& what, int buffer) {
+  GpuDevice::Stream stream = decode_stream_->get();
+  // Not before the forward pass has finished reading what the buffer held; then mark it decoded.
+  DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_free_[buffer]->get()));
+  DF11_RETURN_IF_ERROR(device_->DecodeUnits(views_, workspace_ + slot.offset, slot_bytes_, stream));
+  DF11_RETURN_IF_ERROR(device_->Record(scratch_ready_[buffer]->get(), stream));
   slot.pending = true;
   slot.model = what.model;
   slot.what = what.what;
@@ -610,8 +622,8 @@ absl::Status CudaBackend::DecodeLayer(const PlacedModel& model, int64_t layer, i
     views_.push_back(layout.unit_images[u].View(
         base + layout.unit_offsets[u], m->plan().unit_sizes[u], out + step.scratch_offsets[i]));
   }
-  return LaunchLocked(*slot,
-                      DecodeSlot{.model = m, .what = DecodeSlot::What::kLayer, .layer = layer});
+  return LaunchLocked(
+      *slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kLayer, .layer = layer}, buffer);
 }
 
 absl::Status CudaBackend::DecodeLmHead(const PlacedModel& model) {
@@ -627,7 +639,8 @@ absl::Status CudaBackend::DecodeLmHead(const PlacedModel& model) {
   views_.push_back(plan.layout.unit_images[u].View(
       AddressLocked(m->allocation()) + plan.layout.unit_offsets[u], plan.unit_sizes[u],
       reinterpret_cast<uint16_t*>(AddressLocked(scratch_[plan.head_buffer]))));
-  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kHead});
+  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kHead},
+                      plan.head_buffer);
 }
 
 int64_t CudaBackend::EmbeddingRowsPerCall(const PlacedModel& model) const {
@@ -699,7 +712,7 @@ absl::Status CudaBackend::DecodeEmbeddingRows(const PlacedModel& model,
     cursor += p[b1] - p[b0];
   }
   DF11_CHECK(cursor <= scratch_elements_[1]);
-  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kEmbedding});
+  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kEmbedding}, 1);
 }
 
 DeviceTensor CudaBackend::LayerTensor(const PlacedModel& model, int64_t layer, int buffer,

@@ -169,9 +169,10 @@ class CudaBackend final : public Backend {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FinishDecodesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Enqueues one decode launch of views_ with `slot`'s workspace; `slot` then names what it
+  // Enqueues one decode launch of views_ into scratch buffer `buffer` with `slot`'s workspace,
+  // after scratch_free_[buffer], and records scratch_ready_[buffer]; `slot` then names what it
   // decoded, for errors.
-  absl::Status LaunchLocked(DecodeSlot& slot, const DecodeSlot& what)
+  absl::Status LaunchLocked(DecodeSlot& slot, const DecodeSlot& what, int buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_) ABSL_SHARED_LOCKS_REQUIRED(mu_);
   const CudaPlacedModel* Mine(const PlacedModel& model) const;
 
@@ -211,6 +212,11 @@ class CudaBackend final : public Backend {
   std::vector<DecodeSlot> slots_ ABSL_GUARDED_BY(decode_mu_);
   size_t next_slot_ ABSL_GUARDED_BY(decode_mu_) = 0;
   std::vector<codec::gpu::UnitView> views_ ABSL_GUARDED_BY(decode_mu_);  // reused per launch
+  // Per scratch buffer: recorded on the decode stream when a decode into it is done (the forward
+  // pass's compute stream waits for it before reading), and by the compute stream once it has
+  // read the buffer (the next decode into it waits for that), so that layer i + 1 decodes while
+  // layer i computes.
+  std::array<std::unique_ptr<Event>, 2> scratch_ready_, scratch_free_;
 };
 
 }  // namespace df11::runtime
