@@ -32,12 +32,13 @@ struct Workspace {
   static size_t Bytes(size_t n) { return kViewsOffset + n * sizeof(UnitView); }
 };
 
-__global__ void __launch_bounds__(kSegmentsPerBlock)
-    decode_units_kernel(const UnitView* units, uint32_t n_units, uint32_t* error) {
-  extern __shared__ uint32_t smem[];
-  uint32_t* table = smem;
-  uint8_t* luts = reinterpret_cast<uint8_t*>(smem + kTableEntries);
-  uint8_t* exps = luts + kLutSmemBytes;
+// The loop both kernels share. The CTAs take the launch's blocks in turn; for each, every thread
+// calls step(view, b), b being the block's number in its unit, with the view's table and LUT rows
+// in shared memory (loaded again only when the view changes). Each CTA first sums the views'
+// block counts, to find the view of a launch-wide block by binary search.
+template <typename Step>
+__device__ void ForEachBlock(const UnitView* units, uint32_t n_units, uint32_t* table,
+                             uint8_t* luts, Step step) {
   __shared__ uint32_t first_block[kMaxUnitsPerLaunch + 1];  // launch-wide block of each view
   if (threadIdx.x == 0) {
     uint32_t total = 0;
@@ -49,68 +50,54 @@ __global__ void __launch_bounds__(kSegmentsPerBlock)
   }
   __syncthreads();
   const uint32_t total_blocks = first_block[n_units];
-  uint32_t loaded = n_units;  // no unit's tables in shared memory yet
+  uint32_t loaded = n_units;  // no view's tables in shared memory yet
   for (uint32_t g = blockIdx.x; g < total_blocks; g += gridDim.x) {
     uint32_t lo = 0, hi = n_units;  // the view whose blocks contain g
     while (hi - lo > 1) {
       const uint32_t mid = (lo + hi) / 2;
-      if (first_block[mid] <= g) lo = mid; else hi = mid;
+      if (first_block[mid] <= g) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
     }
     const UnitView unit = units[lo];
     if (lo != loaded) {  // uniform across the CTA
       __syncthreads();
       for (uint32_t i = threadIdx.x; i < kTableEntries; i += blockDim.x) table[i] = unit.table[i];
-      for (uint32_t i = threadIdx.x; i < unit.lut_rows * 256; i += blockDim.x) luts[i] = unit.luts[i];
+      for (uint32_t i = threadIdx.x; i < unit.lut_rows * 256; i += blockDim.x) {
+        luts[i] = unit.luts[i];
+      }
       __syncthreads();
       loaded = lo;
     }
-    const uint32_t b = unit.first_block + (g - first_block[lo]);
+    step(unit, unit.first_block + (g - first_block[lo]));
+  }
+}
+
+__global__ void __launch_bounds__(kSegmentsPerBlock)
+    decode_units_kernel(const UnitView* units, uint32_t n_units, uint32_t* error) {
+  extern __shared__ uint32_t smem[];
+  uint32_t* table = smem;
+  uint8_t* luts = reinterpret_cast<uint8_t*>(smem + kTableEntries);
+  uint8_t* exps = luts + kLutSmemBytes;
+  ForEachBlock(units, n_units, table, luts, [&](const UnitView& unit, uint32_t b) {
     if (!DecodeSegment(unit, table, luts, b, threadIdx.x, exps)) atomicOr(error, 1u);
     __syncthreads();
     if (unit.out != nullptr) JoinSlice(unit, b, exps, threadIdx.x, blockDim.x);  // else a check
     __syncthreads();
-  }
+  });
 }
 
 // The layout pass: per block, each thread counts its segment's codes, then thread 0 turns the
-// counts into the block's segment offsets (128 additions). Same grid and unit lookup as above.
+// counts into the block's segment offsets (128 additions).
 __global__ void __launch_bounds__(kSegmentsPerBlock)
     build_offsets_kernel(const UnitView* units, uint32_t n_units, uint32_t* error) {
   extern __shared__ uint32_t smem[];
   uint32_t* table = smem;
   uint8_t* luts = reinterpret_cast<uint8_t*>(smem + kTableEntries);
-  __shared__ uint32_t first_block[kMaxUnitsPerLaunch + 1];
   __shared__ uint32_t counts[kSegmentsPerBlock];
-  if (threadIdx.x == 0) {
-    uint32_t total = 0;
-    for (uint32_t i = 0; i < n_units; ++i) {
-      first_block[i] = total;
-      total += units[i].n_blocks;
-    }
-    first_block[n_units] = total;
-  }
-  __syncthreads();
-  const uint32_t total_blocks = first_block[n_units];
-  uint32_t loaded = n_units;
-  for (uint32_t g = blockIdx.x; g < total_blocks; g += gridDim.x) {
-    uint32_t lo = 0, hi = n_units;
-    while (hi - lo > 1) {
-      const uint32_t mid = (lo + hi) / 2;
-      if (first_block[mid] <= g)
-        lo = mid;
-      else
-        hi = mid;
-    }
-    const UnitView unit = units[lo];
-    if (lo != loaded) {
-      __syncthreads();
-      for (uint32_t i = threadIdx.x; i < kTableEntries; i += blockDim.x) table[i] = unit.table[i];
-      for (uint32_t i = threadIdx.x; i < unit.lut_rows * 256; i += blockDim.x)
-        luts[i] = unit.luts[i];
-      __syncthreads();
-      loaded = lo;
-    }
-    const uint32_t b = unit.first_block + (g - first_block[lo]);
+  ForEachBlock(units, n_units, table, luts, [&](const UnitView& unit, uint32_t b) {
     counts[threadIdx.x] = CountSegment(unit, table, luts, b, threadIdx.x);
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -120,7 +107,7 @@ __global__ void __launch_bounds__(kSegmentsPerBlock)
       if (!FinishBlockOffsets(unit, b, counts, offsets)) atomicOr(error, 1u);
     }
     __syncthreads();
-  }
+  });
 }
 
 // Checks and enqueues one launch of `kernel` over `units` (DecodeUnits and BuildSegmentOffsets).

@@ -33,32 +33,6 @@ std::string DemoDir() {
   return env != nullptr && *env != '\0' ? env : std::string(DF11_SOURCE_DIR) + "/models/demo";
 }
 
-std::string MustRun(const std::string& command) {
-  std::string out;
-  const int code = testing::RunCommand(command + " 2>&1", &out);
-  EXPECT_EQ(code, 0) << command << "\n" << out;
-  return out;
-}
-
-// A random-weight model with the demo model's tokenizer, BF16 or DF11-compressed.
-std::string MakeModel(const std::string& root, const std::string& name, const std::string& arch,
-                      bool df11) {
-  const std::string tool = std::getenv("DF11_TOOL");
-  const std::string bf16 = root + "/" + name + (df11 ? "-bf16" : "");
-  MustRun(absl::StrCat(tool, " synth ", bf16, " --arch ", arch,
-                       " --layers 2 --hidden 128 --intermediate 256 --heads 4 --kv-heads 2",
-                       " --vocab 4096"));
-  std::string dir = bf16;
-  if (df11) {
-    dir = root + "/" + name;
-    MustRun(absl::StrCat(tool, " compress ", bf16, " ", dir));
-  }
-  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
-    fs::copy_file(DemoDir() + "/" + file, dir + "/" + file, fs::copy_options::overwrite_existing);
-  }
-  return dir;
-}
-
 uint64_t Weights(const v1::ModelInfo& m) {
   return m.bytes(0).df11_units() + m.bytes(0).passthrough();
 }
@@ -136,8 +110,8 @@ TEST_F(DaemonGpuTest, ModelsLiveInTheArenaWithEveryByteAccounted) {
   EXPECT_EQ(e->total(), Weights(start.models(0)));
   EXPECT_EQ(e->df11_units(), start.models(0).bytes(0).df11_units());
 
-  const std::string llama = MakeModel(root_, "llama", "llama", /*df11=*/false);
-  const std::string qwen2 = MakeModel(root_, "qwen2", "qwen2", /*df11=*/true);
+  const std::string llama = testing::MakeTestModel(root_, "llama", "llama", false, 1, DemoDir());
+  const std::string qwen2 = testing::MakeTestModel(root_, "qwen2", "qwen2", true, 2, DemoDir());
   for (const auto& [dir, name] : {std::pair{llama, "llama"}, std::pair{qwen2, "qwen2"}}) {
     absl::StatusOr<v1::LoadModelProgress> done = Load(dir, name);
     ASSERT_TRUE(done.ok()) << done.status();
@@ -185,7 +159,7 @@ TEST_F(DaemonGpuTest, ModelsLiveInTheArenaWithEveryByteAccounted) {
 
   // df11ctl and /metrics show the GPU.
   const std::string ctl =
-      MustRun(testing::Df11ctlBinary() + " --addr " + daemon_.address() + " status");
+      testing::MustRun(testing::Df11ctlBinary() + " --addr " + daemon_.address() + " status");
   EXPECT_THAT(ctl, HasSubstr("cuda:0: "));
   EXPECT_THAT(testing::HttpGet(daemon_.http_port(), "/metrics"),
               HasSubstr(absl::StrCat("df11_device_memory_bytes{device=\"cuda:0\",kind=\"arena\"} ",

@@ -37,32 +37,6 @@ const std::string kDemo = std::string(DF11_SOURCE_DIR) + "/models/demo";
 
 std::string Tool() { return std::getenv("DF11_TOOL"); }
 
-// Runs `command`, failing the test when it does not exit 0.
-std::string MustRun(const std::string& command) {
-  std::string out;
-  const int code = testing::RunCommand(command + " 2>&1", &out);
-  EXPECT_EQ(code, 0) << command << "\n" << out;
-  return out;
-}
-
-// A random-weight model of `arch` with the demo model's tokenizer, BF16 or DF11-compressed.
-std::string MakeModel(const std::string& root, const std::string& name, const std::string& arch,
-                      bool df11, int seed) {
-  const std::string bf16 = root + "/" + name + (df11 ? "-bf16" : "");
-  MustRun(absl::StrCat(Tool(), " synth ", bf16, " --arch ", arch,
-                       " --layers 2 --hidden 128 --intermediate 256 --heads 4 --kv-heads 2",
-                       " --vocab 4096 --seed ", seed));
-  std::string dir = bf16;
-  if (df11) {
-    dir = root + "/" + name;
-    MustRun(absl::StrCat(Tool(), " compress ", bf16, " ", dir));
-  }
-  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
-    fs::copy_file(kDemo + "/" + file, dir + "/" + file, fs::copy_options::overwrite_existing);
-  }
-  return dir;
-}
-
 // A copy of `model_dir` in a Hugging Face hub cache at `cache` as `huggingface_hub` lays it out:
 // blobs/, snapshots/{commit}/ of relative symlinks to them, and refs/main naming the commit.
 void MakeHubCache(const std::string& cache, const std::string& repo_id, const std::string& commit,
@@ -87,8 +61,8 @@ void MakeHubCache(const std::string& cache, const std::string& repo_id, const st
 // gigabytes that costs no disk and no time to make, for loads that must last a while.
 std::string MakeSparseModel(const std::string& root, int64_t vocab) {
   const std::string dir = root + "/sparse";
-  MustRun(absl::StrCat(Tool(), " synth ", dir, " --arch llama --layers 1 --hidden 64",
-                       " --intermediate 128 --heads 2 --kv-heads 1 --vocab 256 --tied"));
+  testing::MustRun(absl::StrCat(Tool(), " synth ", dir, " --arch llama --layers 1 --hidden 64",
+                                " --intermediate 128 --heads 2 --kv-heads 1 --vocab 256 --tied"));
   const std::string weights = dir + "/model.safetensors";
   uint64_t header_size = 0;
   nlohmann::ordered_json header;
@@ -196,9 +170,9 @@ v1::GenerateRequest TextRequest(const std::string& model, const std::string& pro
 // What `df11 generate` makes offline for the same model, prompt and sampling.
 nlohmann::json Offline(const std::string& dir, const std::string& prompt, int seed,
                        int max_tokens) {
-  const std::string out = MustRun(absl::StrCat(Tool(), " generate ", dir, " --prompt '", prompt,
-                                               "' --temperature 0.8 --top-k 40 --seed ", seed,
-                                               " --max-tokens ", max_tokens, " --json"));
+  const std::string out = testing::MustRun(absl::StrCat(
+      Tool(), " generate ", dir, " --prompt '", prompt, "' --temperature 0.8 --top-k 40 --seed ",
+      seed, " --max-tokens ", max_tokens, " --json"));
   return nlohmann::json::parse(out.substr(out.find('{')));
 }
 
@@ -229,8 +203,8 @@ class DaemonTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = new std::string(testing::MakeTempDir());
-    llama_ = new std::string(MakeModel(*root_, "llama", "llama", /*df11=*/false, 3));
-    qwen2_ = new std::string(MakeModel(*root_, "qwen2", "qwen2", /*df11=*/true, 4));
+    llama_ = new std::string(testing::MakeTestModel(*root_, "llama", "llama", false, 3, kDemo));
+    qwen2_ = new std::string(testing::MakeTestModel(*root_, "qwen2", "qwen2", true, 4, kDemo));
     MakeHubCache(*root_ + "/hub", kHubRepo, kHubCommit, kDemo);
     fake_hub_ = new testing::FakeHub();
     fake_hub_commit_ = new std::string(fake_hub_->AddCommit(kFakeHubRepo, "main", HubFiles(kDemo)));
@@ -609,7 +583,7 @@ TEST_F(DaemonTest, LoadsAModelFromTheHubWhileItDownloads) {
   fake_hub_->ClearRequests();
   const std::string ctl =
       absl::StrCat(testing::Df11ctlBinary(), " --addr ", daemon_->address(), " ");
-  MustRun(absl::StrCat(ctl, "load ", kFakeHubRepo, " --name via-ctl"));
+  testing::MustRun(absl::StrCat(ctl, "load ", kFakeHubRepo, " --name via-ctl"));
   for (const testing::FakeHub::Request& r : fake_hub_->requests()) {
     EXPECT_NE(r.server, "cdn") << r.path;
   }
@@ -746,7 +720,7 @@ TEST_F(DaemonTest, CancellingALoadFreesWhatItPlaced) {
 }
 
 TEST_F(DaemonTest, DaemonBenchRunsEveryScenarioWithoutErrors) {
-  const std::string out = MustRun(absl::StrCat(
+  const std::string out = testing::MustRun(absl::StrCat(
       Tool(), " daemon-bench --addr ", daemon_->address(), " --model ", kDemo,
       " --prompt-tokens 8 --tokens 4 --swap-requests 4 --rounds 1 --clients 2 --seconds 0.3",
       " --idle-streams 40 --hold 0.4 --threads 2 --daemon-pid ", daemon_->pid(), " --json"));
@@ -768,15 +742,15 @@ TEST_F(DaemonTest, DaemonBenchRunsEveryScenarioWithoutErrors) {
 TEST_F(DaemonTest, Df11ctlDrivesTheDaemon) {
   const std::string ctl =
       absl::StrCat(testing::Df11ctlBinary(), " --addr ", daemon_->address(), " ");
-  const nlohmann::json list = nlohmann::json::parse(MustRun(ctl + "list --json"));
+  const nlohmann::json list = nlohmann::json::parse(testing::MustRun(ctl + "list --json"));
   std::vector<std::string> names;
   for (const auto& m : list["models"]) names.push_back(m["name"]);
   EXPECT_THAT(names, ::testing::IsSupersetOf({"demo", "llama", "qwen2"}));
 
   const std::string out =
-      MustRun(ctl +
-              "generate demo --prompt 'def main(' --temperature 0.8 --top-k 40 --seed 5 "
-              "--max-tokens 8 --json");
+      testing::MustRun(ctl +
+                       "generate demo --prompt 'def main(' --temperature 0.8 --top-k 40 --seed 5 "
+                       "--max-tokens 8 --json");
   const nlohmann::json generated = nlohmann::json::parse(out.substr(out.find('{')));
   const nlohmann::json offline = Offline(kDemo, "def main(", 5, 8);
   EXPECT_EQ(generated["token_ids"], offline["token_ids"]);
@@ -784,12 +758,12 @@ TEST_F(DaemonTest, Df11ctlDrivesTheDaemon) {
   EXPECT_EQ(generated["finish_reason"], offline["finish_reason"]);
 
   const nlohmann::json estimate =
-      nlohmann::json::parse(MustRun(ctl + "estimate " + kDemo + " --json"));
+      nlohmann::json::parse(testing::MustRun(ctl + "estimate " + kDemo + " --json"));
   EXPECT_EQ(estimate["architecture"], "Qwen3ForCausalLM");
-  const nlohmann::json status = nlohmann::json::parse(MustRun(ctl + "status --json"));
+  const nlohmann::json status = nlohmann::json::parse(testing::MustRun(ctl + "status --json"));
   EXPECT_EQ(status["devices"][0]["device"], "cpu");
-  MustRun(ctl + "load " + *llama_ + " --name llama-c");
-  MustRun(ctl + "unload llama-c");
+  testing::MustRun(ctl + "load " + *llama_ + " --name llama-c");
+  testing::MustRun(ctl + "unload llama-c");
   std::string missing;
   EXPECT_EQ(testing::RunCommand(ctl + "unload llama-c 2>&1", &missing), 1);
   EXPECT_THAT(missing, HasSubstr("NOT_FOUND"));
@@ -815,8 +789,8 @@ class DaemonBudgetTest : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = testing::MakeTempDir();
-    llama_ = MakeModel(root_, "llama", "llama", false, 3);
-    qwen2_ = MakeModel(root_, "qwen2", "qwen2", true, 4);
+    llama_ = testing::MakeTestModel(root_, "llama", "llama", false, 3, kDemo);
+    qwen2_ = testing::MakeTestModel(root_, "qwen2", "qwen2", true, 4, kDemo);
   }
   void TearDown() override { fs::remove_all(root_); }
   uint64_t Size(const std::string& dir) {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 
@@ -191,6 +192,32 @@ std::string HttpGet(int port, const std::string& path) {
   client.set_read_timeout(5);
   auto result = client.Get(path.c_str());
   return result && result->status == 200 ? result->body : "";
+}
+
+std::string MustRun(const std::string& command) {
+  std::string out;
+  const int code = RunCommand(command + " 2>&1", &out);
+  EXPECT_EQ(code, 0) << command << "\n" << out;
+  return out;
+}
+
+std::string MakeTestModel(const std::string& root, const std::string& name, const std::string& arch,
+                          bool df11, int seed, const std::string& tokenizer_dir) {
+  const std::string tool = std::getenv("DF11_TOOL");
+  const std::string bf16 = root + "/" + name + (df11 ? "-bf16" : "");
+  MustRun(tool + " synth " + bf16 + " --arch " + arch +
+          " --layers 2 --hidden 128 --intermediate 256 --heads 4 --kv-heads 2 --vocab 4096" +
+          " --seed " + std::to_string(seed));
+  std::string dir = bf16;
+  if (df11) {
+    dir = root + "/" + name;
+    MustRun(tool + " compress " + bf16 + " " + dir);
+  }
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::filesystem::copy_file(tokenizer_dir + "/" + file, dir + "/" + file,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  return dir;
 }
 
 }  // namespace df11::testing
