@@ -3,7 +3,7 @@
 // load/unload cycles. Built twice: cuda_backend_test runs it on EmulatedGpuDevice (host memory,
 // the kernel's per-thread steps run one by one) in every build; cuda_backend_gpu_test (label gpu,
 // CUDA builds) runs the same tests on CUDA device 0 and skips without one. Fault injection and
-// the emulator's own leak counters apply to the emulated device only.
+// the emulator's leak check (at the backend's destruction) apply to the emulated device only.
 #include "daemon/runtime/cuda_backend.h"
 
 #include <cstring>
@@ -455,11 +455,8 @@ TEST_F(CudaBackendTest, ManyLoadUnloadCyclesLeakNothing) {
   resident.clear();
   EXPECT_EQ(backend->arena_allocated_bytes(), baseline);
   EXPECT_EQ(backend->arena_allocations(), 2);  // workspace and KV pool
+  // The emulated device aborts if the backend leaves anything behind when it is destroyed.
   backend.reset();
-  if (emulated_ != nullptr) {
-    EXPECT_EQ(emulated_->allocated_bytes(), 0);
-    EXPECT_EQ(emulated_->live_handles(), 0);
-  }
 }
 
 // The scratch an estimate assumes from the config covers what the files need.
