@@ -29,15 +29,18 @@ namespace {
 
 using df11::server::Log;
 
-constexpr char kHelp[] = R"(Usage: df11d [--config FILE] [--listen HOST:PORT] [--http-listen HOST:PORT]
+constexpr char kHelp[] =
+    R"(Usage: df11d [--config FILE] [--listen HOST:PORT] [--http-listen HOST:PORT]
              [--port-file FILE] [--print-config]
 
 Hosts many DFloat11-compressed language models at once and serves them over gRPC
-(df11.v1.ModelHost, grpc.health.v1, server reflection), with Prometheus metrics on /metrics.
+(df11.v1.ModelHost, grpc.health.v1, server reflection) and HTTP (the OpenAI API: /v1/models,
+/v1/completions, /v1/chat/completions; Prometheus metrics on /metrics).
 
   --config FILE          YAML configuration (default: the embedded configs/default.yaml)
   --listen HOST:PORT     gRPC address, overriding listen.grpc (port 0: any free port)
-  --http-listen HOST:PORT  metrics address, overriding listen.http ("" turns it off)
+  --http-listen HOST:PORT  HTTP address (OpenAI API, /metrics), overriding listen.http ("" turns
+                         it off)
   --port-file FILE       once listening, write the bound ports as JSON {"grpc": P, "http": Q}
   --print-config         print the effective configuration as YAML and exit
   --help, --version
@@ -144,7 +147,7 @@ int main(int argc, char** argv) {
   if (!config->http_listen.empty()) {
     absl::StatusOr<std::unique_ptr<df11::server::HttpServer>> started =
         df11::server::HttpServer::Start(
-            config->http_listen,
+            **node,
             {(*node)->metrics().registry(), std::make_shared<df11::server::NodeCollector>(**node)});
     if (!started.ok()) return Fail(absl::StrCat(started.status().message(), " (listen.http)"));
     http = *std::move(started);

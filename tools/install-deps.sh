@@ -12,6 +12,7 @@ packages=(
   prometheus-cpp-dev libcpp-httplib-dev libopenblas-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
+  prometheus                         # promtool, which checks /metrics in the tests
 )
 # Nothing to do (and no network needed) when every package is already installed.
 missing=()

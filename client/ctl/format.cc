@@ -86,6 +86,8 @@ std::string StateName(v1::ModelState state) {
       return "unloading";
     case v1::MODEL_STATE_FAILED:
       return "failed";
+    case v1::MODEL_STATE_AVAILABLE:
+      return "available";
     default:
       return "unknown";
   }

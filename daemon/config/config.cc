@@ -170,6 +170,49 @@ std::string FormatDuration(double seconds) {
   return absl::StrCat(static_cast<int64_t>(std::llround(seconds * 1000)), "ms");
 }
 
+// A list of models (preload, catalog) at `path`: each a mapping with a source, and optionally a
+// name (unique in the list), pin, keep_alive and device.
+absl::StatusOr<std::vector<ModelSpec>> ParseModelList(const YAML::Node& list,
+                                                      const std::string& path,
+                                                      const std::string& base_dir) {
+  if (!list.IsSequence()) return FieldError(path, "must be a list of models");
+  std::vector<ModelSpec> out;
+  std::set<std::string> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string item = absl::StrCat(path, "[", i, "]");
+    Section m(list[i], item);
+    if (!list[i].IsMap()) return FieldError(item, "must be a mapping with a source");
+    ModelSpec model;
+    DF11_RETURN_IF_ERROR(ReadString(m, "source", model.source));
+    if (model.source.empty()) return FieldError(m.PathOf("source"), "is required");
+    // A relative path that exists next to the config names a directory; otherwise the source
+    // stays as written (a hub id such as org/name).
+    if (!std::filesystem::path(model.source).is_absolute() && !base_dir.empty()) {
+      const std::filesystem::path local = std::filesystem::path(base_dir) / model.source;
+      if (std::filesystem::is_directory(local)) model.source = local.lexically_normal().string();
+    }
+    DF11_RETURN_IF_ERROR(ReadString(m, "name", model.name));
+    if (!model.name.empty() && !names.insert(model.name).second) {
+      return FieldError(m.PathOf("name"), absl::StrCat("\"", model.name, "\" is used twice"));
+    }
+    DF11_RETURN_IF_ERROR(ReadBool(m, "pin", model.pin));
+    if (Present(m.Get("keep_alive"))) {
+      double seconds = 0;
+      DF11_RETURN_IF_ERROR(ReadDuration(m, "keep_alive", seconds));
+      model.keep_alive_seconds = seconds;
+    }
+    if (Present(m.Get("device"))) {
+      std::string text;
+      DF11_RETURN_IF_ERROR(ReadString(m, "device", text));
+      DF11_ASSIGN_OR_RETURN(const Device d, ParseDevice(text, m.PathOf("device")));
+      model.device = d.Name();
+    }
+    DF11_RETURN_IF_ERROR(m.CheckNoUnknownKeys());
+    out.push_back(std::move(model));
+  }
+  return out;
+}
+
 absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Config& c) {
   Section top(root, "");
   DF11_RETURN_IF_ERROR(top.CheckIsMap());
@@ -224,36 +267,17 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   DF11_RETURN_IF_ERROR(memory.CheckNoUnknownKeys());
 
   if (const YAML::Node preload = top.Get("preload"); Present(preload)) {
-    if (!preload.IsSequence()) return FieldError("preload", "must be a list of models");
-    c.preload.clear();
-    std::set<std::string> names;
-    for (size_t i = 0; i < preload.size(); ++i) {
-      const std::string path = absl::StrCat("preload[", i, "]");
-      Section m(preload[i], path);
-      if (!preload[i].IsMap()) return FieldError(path, "must be a mapping with a source");
-      PreloadModel model;
-      DF11_RETURN_IF_ERROR(ReadString(m, "source", model.source));
-      if (model.source.empty()) return FieldError(m.PathOf("source"), "is required");
-      // A relative path that exists next to the config names a directory; otherwise the source
-      // stays as written (a hub id such as org/name).
-      if (!std::filesystem::path(model.source).is_absolute() && !base_dir.empty()) {
-        const std::filesystem::path local = std::filesystem::path(base_dir) / model.source;
-        if (std::filesystem::is_directory(local)) model.source = local.lexically_normal().string();
-      }
-      DF11_RETURN_IF_ERROR(ReadString(m, "name", model.name));
-      if (!model.name.empty() && !names.insert(model.name).second) {
-        return FieldError(m.PathOf("name"), absl::StrCat("\"", model.name, "\" is used twice"));
-      }
-      DF11_RETURN_IF_ERROR(ReadBool(m, "pin", model.pin));
-      if (Present(m.Get("keep_alive"))) {
-        double seconds = 0;
-        DF11_RETURN_IF_ERROR(ReadDuration(m, "keep_alive", seconds));
-        model.keep_alive_seconds = seconds;
-      }
-      DF11_RETURN_IF_ERROR(m.CheckNoUnknownKeys());
-      c.preload.push_back(std::move(model));
-    }
+    DF11_ASSIGN_OR_RETURN(c.preload, ParseModelList(preload, "preload", base_dir));
   }
+  if (const YAML::Node catalog = top.Get("catalog"); Present(catalog)) {
+    DF11_ASSIGN_OR_RETURN(c.catalog, ParseModelList(catalog, "catalog", base_dir));
+  }
+  DF11_RETURN_IF_ERROR(ReadString(top, "catalog_file", c.catalog_file));
+  if (!c.catalog_file.empty() && !std::filesystem::path(c.catalog_file).is_absolute() &&
+      !base_dir.empty()) {
+    c.catalog_file = (std::filesystem::path(base_dir) / c.catalog_file).lexically_normal().string();
+  }
+  DF11_RETURN_IF_ERROR(ReadBool(top, "on_demand", c.on_demand));
 
   Section hub(top.Get("hub"), "hub");
   DF11_RETURN_IF_ERROR(hub.CheckIsMap());
@@ -285,6 +309,8 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   DF11_RETURN_IF_ERROR(ReadInt(limits, "max_running_requests", 1, 4096, c.max_running_requests));
   DF11_RETURN_IF_ERROR(ReadInt(limits, "max_concurrent_loads", 1, 64, c.max_concurrent_loads));
   DF11_RETURN_IF_ERROR(ReadBytes(limits, "max_request_bytes", 1024, c.max_request_bytes));
+  DF11_RETURN_IF_ERROR(ReadDuration(limits, "load_wait", c.load_wait_seconds));
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "http_connections", 1, 65536, c.http_connections));
   DF11_RETURN_IF_ERROR(limits.CheckNoUnknownKeys());
 
   Section shutdown(top.Get("shutdown"), "shutdown");
@@ -377,6 +403,37 @@ absl::StatusOr<Config> ParseConfig(absl::string_view yaml, const std::string& ba
   return config;
 }
 
+absl::StatusOr<std::vector<ModelSpec>> LoadCatalogFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read catalog file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string base_dir = std::filesystem::absolute(path).parent_path().string();
+  absl::StatusOr<std::vector<ModelSpec>> models;
+  try {
+    const YAML::Node root = YAML::Load(text.str());
+    if (!root.IsDefined() || root.IsNull()) return std::vector<ModelSpec>{};
+    if (root.IsMap()) {
+      Section top(root, "");
+      const YAML::Node list = top.Get("catalog");
+      models = Present(list) ? ParseModelList(list, "catalog", base_dir)
+                             : absl::StatusOr<std::vector<ModelSpec>>(std::vector<ModelSpec>{});
+      if (models.ok()) {
+        if (absl::Status s = top.CheckNoUnknownKeys(); !s.ok()) models = s;
+      }
+    } else {
+      models = ParseModelList(root, "catalog", base_dir);
+    }
+  } catch (const YAML::Exception& e) {
+    models = absl::InvalidArgumentError(absl::StrCat("not YAML: ", e.what()));
+  }
+  if (!models.ok()) {
+    return absl::Status(models.status().code(),
+                        absl::StrCat(path, ": ", models.status().message()));
+  }
+  return models;
+}
+
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
@@ -390,6 +447,26 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   }
   return config;
 }
+
+namespace {
+
+void EmitModelList(YAML::Emitter& out, const char* key, const std::vector<ModelSpec>& models) {
+  out << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+  for (const ModelSpec& m : models) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "source" << YAML::Value << m.source;
+    if (!m.name.empty()) out << YAML::Key << "name" << YAML::Value << m.name;
+    out << YAML::Key << "pin" << YAML::Value << m.pin;
+    if (m.keep_alive_seconds) {
+      out << YAML::Key << "keep_alive" << YAML::Value << FormatDuration(*m.keep_alive_seconds);
+    }
+    if (!m.device.empty()) out << YAML::Key << "device" << YAML::Value << m.device;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
+}  // namespace
 
 std::string ConfigToYaml(const Config& c) {
   YAML::Emitter out;
@@ -409,18 +486,10 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "eviction" << YAML::Value << (c.eviction == Eviction::kLru ? "lru" : "none");
   out << YAML::Key << "keep_alive" << YAML::Value << FormatDuration(c.keep_alive_seconds);
   out << YAML::EndMap;
-  out << YAML::Key << "preload" << YAML::Value << YAML::BeginSeq;
-  for (const PreloadModel& m : c.preload) {
-    out << YAML::BeginMap;
-    out << YAML::Key << "source" << YAML::Value << m.source;
-    if (!m.name.empty()) out << YAML::Key << "name" << YAML::Value << m.name;
-    out << YAML::Key << "pin" << YAML::Value << m.pin;
-    if (m.keep_alive_seconds) {
-      out << YAML::Key << "keep_alive" << YAML::Value << FormatDuration(*m.keep_alive_seconds);
-    }
-    out << YAML::EndMap;
-  }
-  out << YAML::EndSeq;
+  EmitModelList(out, "preload", c.preload);
+  EmitModelList(out, "catalog", c.catalog);
+  out << YAML::Key << "catalog_file" << YAML::Value << c.catalog_file;
+  out << YAML::Key << "on_demand" << YAML::Value << c.on_demand;
   out << YAML::Key << "hub" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "endpoint" << YAML::Value << c.hub_endpoint;
   out << YAML::Key << "cache_dir" << YAML::Value << c.hub_cache_dir;
@@ -437,6 +506,8 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "max_running_requests" << YAML::Value << c.max_running_requests;
   out << YAML::Key << "max_concurrent_loads" << YAML::Value << c.max_concurrent_loads;
   out << YAML::Key << "max_request_bytes" << YAML::Value << c.max_request_bytes;
+  out << YAML::Key << "load_wait" << YAML::Value << FormatDuration(c.load_wait_seconds);
+  out << YAML::Key << "http_connections" << YAML::Value << c.http_connections;
   out << YAML::EndMap;
   out << YAML::Key << "shutdown" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "drain" << YAML::Value << FormatDuration(c.drain_seconds);

@@ -37,7 +37,8 @@ struct Budget {
 
 enum class Eviction { kNone, kLru };
 
-struct PreloadModel {
+// A model to load at start (preload) or on a request's demand (catalog).
+struct ModelSpec {
   // A directory or a hub id org/name[@rev]. A relative path naming a directory next to the config
   // file is made absolute; otherwise it stays as written (a hub id, or relative to the working
   // directory).
@@ -45,8 +46,8 @@ struct PreloadModel {
   std::string name;  // empty: derived from the source
   bool pin = false;
   std::optional<double> keep_alive_seconds;  // unset: memory.keep_alive
+  std::string device;                        // empty: the node's device
 };
-
 struct Config {
   // Where to listen. Port 0 picks a free port (see df11d --port-file).
   std::string grpc_listen = "127.0.0.1:7411";
@@ -63,7 +64,15 @@ struct Config {
   Eviction eviction = Eviction::kLru;
   double keep_alive_seconds = 300;  // a model idle this long may be evicted
 
-  std::vector<PreloadModel> preload;
+  std::vector<ModelSpec> preload;
+
+  // Models loaded on demand: a request (gRPC or HTTP) for one that is not resident loads it,
+  // evicting by policy, and waits (at most limits.load_wait). catalog_file names a YAML file of
+  // the same list (a `catalog:` key, or the list alone), re-read when it changes; its entries
+  // override the config's of the same name. on_demand false turns loading on demand off.
+  std::vector<ModelSpec> catalog;
+  std::string catalog_file;
+  bool on_demand = true;
 
   // Hugging Face hub.
   std::string hub_endpoint;  // empty: $HF_ENDPOINT, else https://huggingface.co
@@ -82,8 +91,15 @@ struct Config {
   int64_t max_running_requests = 64;  // per model, batched together
   int64_t max_concurrent_loads = 2;
   int64_t max_request_bytes = 4 << 20;
+  double load_wait_seconds = 600;  // how long a request waits for its model's on-demand load
+  int64_t http_connections = 256;  // HTTP requests served at once (each stream holds one)
   double drain_seconds = 30;  // SIGTERM: how long in-flight streams may finish
 };
+
+// The model list of a catalog file: a YAML mapping with a `catalog:` list, or the list alone, of
+// the catalog's shape. `base_dir` resolves relative directories. kNotFound when it cannot be
+// read; kInvalidArgument naming the field otherwise.
+absl::StatusOr<std::vector<ModelSpec>> LoadCatalogFile(const std::string& path);
 
 // The embedded configs/default.yaml.
 absl::string_view DefaultConfigYaml();

@@ -66,6 +66,17 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 }  // namespace
 
+std::string ModelName(const std::string& source, const std::string& name) {
+  if (!name.empty()) return name;
+  absl::StatusOr<hub::ModelSource> parsed = hub::ParseModelSource(source);
+  if (!parsed.ok()) return source;
+  if (parsed->is_hub) return parsed->repo_id;
+  // "dir/" has an empty filename(); its parent_path() is "dir".
+  const fs::path normal = fs::path(parsed->directory).lexically_normal();
+  return normal.has_filename() ? normal.filename().string()
+                               : normal.parent_path().filename().string();
+}
+
 const char* ModelStateName(ModelState state) {
   switch (state) {
     case ModelState::kLoading:
@@ -76,6 +87,8 @@ const char* ModelStateName(ModelState state) {
       return "UNLOADING";
     case ModelState::kFailed:
       return "FAILED";
+    case ModelState::kAvailable:
+      return "AVAILABLE";
   }
   return "UNKNOWN";
 }
@@ -114,12 +127,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     directory = fetch->directory();
     revision = fetch->commit();
   }
-  // "dir/" has an empty filename(); its parent_path() is "dir".
-  const fs::path normal = fs::path(directory).lexically_normal();
-  const std::string name = !request.name.empty()   ? request.name
-                           : source.is_hub         ? source.repo_id
-                           : normal.has_filename() ? normal.filename().string()
-                                                   : normal.parent_path().filename().string();
+  const std::string name = ModelName(request.source, request.name);
   DF11_RETURN_IF_ERROR(ValidateName(name));
   absl::StatusOr<runtime::ModelEstimate> estimated =
       fetch != nullptr ? fetch->Estimate() : runtime::EstimateModel(directory);
@@ -349,6 +357,7 @@ absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(
           "model ", name, " is LOADING; cancel its LoadModel call, or unload it once READY"));
     case ModelState::kUnloading:
       return absl::FailedPreconditionError(absl::StrCat("model ", name, " is already UNLOADING"));
+    case ModelState::kAvailable:  // never an entry's state
     case ModelState::kReady:
       break;
   }
@@ -504,6 +513,7 @@ ModelInfo Registry::InfoLocked(const Entry& e) const {
     info.tokens_generated = m->tokens_generated;
     info.running_requests = m->running_requests;
     info.queued_requests = m->queued_requests;
+    info.kv_bytes_per_position = backend_.KvBytesPerPosition(m->model->config());
   }
   return info;
 }

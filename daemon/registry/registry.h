@@ -68,7 +68,8 @@ struct ResidentModel {
 // one exists.
 using ModelHandle = std::shared_ptr<const ResidentModel>;
 
-enum class ModelState { kLoading, kReady, kUnloading, kFailed };
+// kAvailable is not a registry state: a catalog entry that is not resident, as listings show it.
+enum class ModelState { kLoading, kReady, kUnloading, kFailed, kAvailable };
 
 // A model's bytes on its device, by kind.
 struct ModelBytes {
@@ -97,6 +98,7 @@ struct ModelInfo {
   int64_t context_length = 0;
   int32_t running_requests = 0;
   int32_t queued_requests = 0;
+  uint64_t kv_bytes_per_position = 0;  // a resident model's KV cache per position of a sequence
 };
 
 // The device's memory by kind. used = weights + scratch + kv_cache + kv_pool_free + workspace.
@@ -236,6 +238,10 @@ class Registry {
 };
 
 const char* ModelStateName(ModelState state);  // "LOADING", "READY", ...
+
+// The name a model is served under: `name`, else the hub id of `source`, else its directory's
+// name.
+std::string ModelName(const std::string& source, const std::string& name);
 
 }  // namespace df11::registry
 

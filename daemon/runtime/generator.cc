@@ -81,7 +81,11 @@ GeneratedToken Sequence::Advance(std::span<const float> logits) {
   result_.logprobs.push_back(t.logprob);
   last_token_ = t.token_id;
   FinishTracker::Step f = finish_.OnToken(t.token_id, detokenizer_.Feed(t.token_id));
-  GeneratedToken out{t.token_id, t.logprob, std::move(f.text)};
+  GeneratedToken out{.id = t.token_id,
+                     .logprob = t.logprob,
+                     .text = std::move(f.text),
+                     .top_logprobs = t.top_logprobs,
+                     .top_logprobs_count = t.top_logprobs_count};
   // Bytes of a character the stream ended inside: U+FFFD, as the full decode would give. After
   // a stop string nothing more is emitted.
   if (f.reason != FinishReason::kNone && f.stop_string_index < 0) out.text += detokenizer_.Finish();

@@ -20,11 +20,12 @@
 #ifndef DF11_DAEMON_RUNTIME_GENERATOR_H_
 #define DF11_DAEMON_RUNTIME_GENERATOR_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct GeneratedToken {
   int32_t id = 0;
   float logprob = 0;  // log p(id) under the model's raw distribution (SampledToken::logprob)
   std::string text;   // text that became final with this token (possibly empty)
+  // The most likely tokens at this step, when the request asked for them (SampledToken's).
+  std::array<TokenLogprob, kMaxTopLogprobs> top_logprobs;
+  int32_t top_logprobs_count = 0;
 };
 
 struct GenerationResult {

@@ -112,6 +112,12 @@ absl::StatusOr<runtime::GenerationRequest> PrepareGenerate(const df11::v1::Gener
   p.stop.assign(request.stop().begin(), request.stop().end());
   p.stop_token_ids.assign(request.stop_token_ids().begin(), request.stop_token_ids().end());
   p.ignore_eos = request.ignore_eos();
+  p.top_logprobs = request.top_logprobs();
+  if (request.top_logprobs() < 0 || request.top_logprobs() > runtime::kMaxTopLogprobs) {
+    return absl::InvalidArgumentError(absl::StrCat("top_logprobs: must be in [0, ",
+                                                   runtime::kMaxTopLogprobs, "], got ",
+                                                   request.top_logprobs()));
+  }
   if (absl::Status status = p.Validate(); !status.ok()) return Prefixed("sampling", status);
   const int64_t needed = prompt_tokens + p.max_tokens;
   if (context > 0 && needed > context) {

@@ -2,6 +2,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/server/openai_api.h"
+#include "daemon/server/openai_server.h"
 #include "httplib.h"
 #include "prometheus/text_serializer.h"
 
@@ -10,7 +12,8 @@ namespace df11::server {
 HttpServer::HttpServer() : server_(std::make_unique<httplib::Server>()) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    const std::string& address, std::vector<std::shared_ptr<prometheus::Collectable>> metrics) {
+    Node& node, std::vector<std::shared_ptr<prometheus::Collectable>> metrics) {
+  const std::string& address = node.config().http_listen;
   const size_t colon = address.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
@@ -22,6 +25,30 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   }
   std::unique_ptr<HttpServer> http(new HttpServer());
   http->metrics_ = std::move(metrics);
+  // Each request (a stream for as long as it lasts) holds a thread.
+  const size_t threads = static_cast<size_t>(node.config().http_connections);
+  http->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http->server_->set_payload_max_length(static_cast<size_t>(node.config().max_request_bytes));
+  const httplib::Server::HandlerWithResponse on_error = [&node](const httplib::Request& req,
+                                                                httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    absl::Status status;
+    if (res.status == 404) {
+      status = absl::NotFoundError(absl::StrCat("no route for ", req.method, " ", req.path));
+      res.set_content(openai::ErrorBody(status, "not_found"), "application/json");
+      return httplib::Server::HandlerResponse::Handled;
+    } else if (res.status == 413) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("the request body is larger than limits.max_request_bytes (",
+                       node.config().max_request_bytes, " bytes)"));
+    } else {
+      status = absl::InvalidArgumentError(absl::StrCat("HTTP ", res.status));
+    }
+    res.set_content(openai::ErrorBody(status), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  http->server_->set_error_handler(on_error);
+  AddOpenAiRoutes(*http->server_, node);
   http->server_->Get("/metrics",
                      [self = http.get()](const httplib::Request&, httplib::Response& response) {
                        std::vector<prometheus::MetricFamily> families;

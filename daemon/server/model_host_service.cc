@@ -109,9 +109,8 @@ grpc::Status ModelHostService::UnloadModel(grpc::ServerContext*,
 
 grpc::Status ModelHostService::ListModels(grpc::ServerContext*, const df11::v1::ListModelsRequest*,
                                           df11::v1::ListModelsResponse* response) {
-  for (const registry::ModelInfo& info : node_.registry().List()) {
+  for (const registry::ModelInfo& info : node_.ListModels())
     *response->add_models() = ToProto(info);
-  }
   return grpc::Status::OK;
 }
 
@@ -155,7 +154,12 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
                                         const df11::v1::GenerateRequest* request,
                                         grpc::ServerWriter<df11::v1::GenerateResponse>* writer) {
   if (request->model().empty()) return ToGrpcStatus(absl::InvalidArgumentError("model: empty"));
-  absl::StatusOr<registry::ModelHandle> model = node_.registry().Acquire(request->model());
+  // A catalog model that is not resident is loaded now, within the call's deadline.
+  const absl::Time deadline =
+      std::min(absl::FromChrono(context->deadline()),
+               absl::Now() + absl::Seconds(node_.config().load_wait_seconds));
+  absl::StatusOr<registry::ModelHandle> model = node_.AcquireForRequest(
+      request->model(), deadline, [context] { return context->IsCancelled(); });
   if (!model.ok()) return ToGrpcStatus(model.status());
   absl::StatusOr<runtime::GenerationRequest> prepared =
       PrepareGenerate(*request, **model, node_.config());
@@ -180,6 +184,13 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
       response.mutable_text()->append(t.text);
       response.add_token_ids(t.id);
       if (request->logprobs()) response.add_logprobs(t.logprob);
+      if (request->top_logprobs() > 0) {
+        df11::v1::TopLogprobs* top = response.add_top_logprobs();
+        for (int32_t k = 0; k < t.top_logprobs_count; ++k) {
+          top->add_token_ids(t.top_logprobs[k].token_id);
+          top->add_logprobs(t.top_logprobs[k].logprob);
+        }
+      }
     }
     if (update.done) {
       if (!update.status.ok()) {

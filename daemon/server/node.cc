@@ -1,11 +1,16 @@
 #include "daemon/server/node.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "codec/base/status_macros.h"
 #include "daemon/hub/cache.h"
 #include "daemon/runtime/cpu_backend.h"
+#include "daemon/runtime/estimate.h"
 #if defined(DF11_HAVE_CUDA)
 #include "daemon/runtime/cuda/cuda_device.h"
 #include "daemon/runtime/cuda_backend.h"
@@ -94,20 +99,180 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
 }
 
 Node::~Node() {
+  BeginShutdown();  // preloads and on-demand loads stop, the catalog watcher ends
   if (preload_.joinable()) preload_.join();
+  if (catalog_watcher_.joinable()) catalog_watcher_.join();
+  {
+    std::unique_lock lock(loads_mu_);
+    loads_changed_.wait(lock, [this] { return load_threads_ == 0; });
+  }
   scheduler_.reset();  // ends requests before the models they hold go
   registry_.reset();
 }
 
+std::vector<config::ModelSpec> Node::Catalog() const {
+  std::vector<config::ModelSpec> catalog;
+  std::lock_guard lock(catalog_mu_);
+  for (const config::ModelSpec& m : config_.catalog) {
+    const bool replaced = std::any_of(file_catalog_.begin(), file_catalog_.end(),
+                                      [&](const config::ModelSpec& f) { return f.name == m.name; });
+    if (!replaced) catalog.push_back(m);
+  }
+  catalog.insert(catalog.end(), file_catalog_.begin(), file_catalog_.end());
+  return catalog;
+}
+
+std::optional<config::ModelSpec> Node::FindInCatalog(const std::string& name) const {
+  for (const config::ModelSpec& m : Catalog()) {
+    if (registry::ModelName(m.source, m.name) == name) return m;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> Node::CatalogModelBytes(const config::ModelSpec& model) const {
+  {
+    std::lock_guard lock(catalog_mu_);
+    auto it = catalog_bytes_.find(model.source);
+    if (it != catalog_bytes_.end()) return it->second;
+  }
+  std::optional<uint64_t> bytes;
+  absl::StatusOr<hub::ModelSource> source = hub::ParseModelSource(model.source);
+  std::string directory = source.ok() ? source->directory : "";
+  if (source.ok() && source->is_hub) {
+    absl::StatusOr<hub::CachedSnapshot> snapshot =
+        hub::FindCachedSnapshot(hub_settings_.cache_dir, *source);
+    directory = snapshot.ok() ? snapshot->directory : "";
+  }
+  if (!directory.empty()) {
+    absl::StatusOr<runtime::ModelEstimate> e = runtime::EstimateModel(directory);
+    if (e.ok()) bytes = backend_->EstimatePlacement(*e).total();
+  }
+  // Files that are not here yet may arrive later: only what was found is remembered.
+  if (bytes) {
+    std::lock_guard lock(catalog_mu_);
+    catalog_bytes_[model.source] = bytes;
+  }
+  return bytes;
+}
+
+std::vector<registry::ModelInfo> Node::ListModels() const {
+  std::vector<registry::ModelInfo> models = registry_->List();
+  for (const config::ModelSpec& m : Catalog()) {
+    const std::string name = registry::ModelName(m.source, m.name);
+    const bool listed = std::any_of(models.begin(), models.end(),
+                                    [&](const registry::ModelInfo& i) { return i.name == name; });
+    if (listed) continue;
+    registry::ModelInfo info;
+    info.name = name;
+    info.state = registry::ModelState::kAvailable;
+    info.source = m.source;
+    info.device = registry_->device_name();
+    info.pinned = m.pin;
+    info.keep_alive_seconds = m.keep_alive_seconds.value_or(config_.keep_alive_seconds);
+    models.push_back(std::move(info));
+  }
+  return models;
+}
+
+void Node::WatchCatalogFile() {
+  std::string last;  // the file's text when last read
+  bool reported = false;
+  do {
+    std::ifstream in(config_.catalog_file);
+    std::stringstream text;
+    if (in) text << in.rdbuf();
+    if (!in) {
+      if (!reported) {
+        Log(absl::StrCat("catalog_file ", config_.catalog_file,
+                         " cannot be read; trying again every 2 s"));
+      }
+      reported = true;
+      continue;
+    }
+    reported = false;
+    if (text.str() == last) continue;
+    last = text.str();
+    absl::StatusOr<std::vector<config::ModelSpec>> models =
+        config::LoadCatalogFile(config_.catalog_file);
+    if (!models.ok()) {
+      Log(absl::StrCat("catalog_file: keeping the previous catalog: ", models.status().message()));
+      continue;
+    }
+    {
+      std::lock_guard lock(catalog_mu_);
+      file_catalog_ = *std::move(models);
+    }
+    Log(absl::StrCat("catalog_file ", config_.catalog_file, ": ", file_catalog_.size(), " models"));
+  } while (!WaitForShutdown(absl::Seconds(2)));
+}
+
+absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
+    const std::string& name, absl::Time deadline, const std::function<bool()>& cancelled) {
+  absl::StatusOr<registry::ModelHandle> handle = registry_->Acquire(name);
+  if (handle.ok() || !config_.on_demand) return handle;
+  const std::optional<config::ModelSpec> spec = FindInCatalog(name);
+  if (!spec) {
+    if (!absl::IsNotFound(handle.status())) return handle;
+    std::vector<std::string> names;
+    for (const registry::ModelInfo& m : ListModels()) names.push_back(m.name);
+    return absl::NotFoundError(
+        absl::StrCat("model \"", name, "\" is neither loaded nor in the catalog (models: ",
+                     names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+  }
+  // One load for every request waiting on this model; it runs on a thread of its own, so it
+  // goes on when the requests give up.
+  std::shared_ptr<PendingLoad> load;
+  {
+    std::lock_guard lock(loads_mu_);
+    std::shared_ptr<PendingLoad>& slot = loads_[name];
+    if (slot == nullptr) {
+      slot = std::make_shared<PendingLoad>();
+      ++load_threads_;
+      std::thread([this, spec = *spec, load = slot, name] {
+        absl::StatusOr<registry::ModelInfo> info =
+            registry_->Load(registry::LoadRequest{.source = spec.source,
+                                                  .name = spec.name,
+                                                  .pin = spec.pin,
+                                                  .keep_alive_seconds = spec.keep_alive_seconds,
+                                                  .device = spec.device},
+                            [this](const registry::LoadProgress&) { return !shutting_down(); });
+        Log(info.ok()
+                ? absl::StrCat("loaded ", name, " on demand from ", spec.source)
+                : absl::StrCat("loading ", name, " on demand failed: ", info.status().ToString()));
+        std::lock_guard lock(loads_mu_);
+        load->done = true;
+        load->status = info.status();
+        loads_.erase(name);
+        --load_threads_;
+        loads_changed_.notify_all();
+      }).detach();
+    }
+    load = slot;
+  }
+  std::unique_lock lock(loads_mu_);
+  while (!load->done) {
+    if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the request");
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("model ", name, " is still loading on demand; try again shortly"));
+    }
+    loads_changed_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  if (!load->status.ok()) return load->status;
+  lock.unlock();
+  return registry_->Acquire(name);
+}
+
 void Node::StartPreload() {
+  if (!config_.catalog_file.empty()) catalog_watcher_ = std::thread([this] { WatchCatalogFile(); });
   preload_ = std::thread([this] {
-    for (const config::PreloadModel& p : config_.preload) {
+    for (const config::ModelSpec& p : config_.preload) {
       if (shutting_down()) break;
       registry::LoadRequest request{.source = p.source,
                                     .name = p.name,
                                     .pin = p.pin,
                                     .keep_alive_seconds = p.keep_alive_seconds,
-                                    .device = ""};
+                                    .device = p.device};
       absl::StatusOr<registry::ModelInfo> info = registry_->Load(
           request, [this](const registry::LoadProgress&) { return !shutting_down(); });
       if (info.ok()) {

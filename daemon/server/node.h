@@ -9,7 +9,12 @@
 #define DF11_DAEMON_SERVER_NODE_H_
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,14 +57,39 @@ class Node {
   void StartPreload();
   bool preload_done() const { return preload_done_; }
 
+  // The catalog now: the config's entries, then the catalog file's (re-read when it changes; an
+  // entry of the file replaces the config's of the same name).
+  std::vector<config::ModelSpec> Catalog() const;
+  // Every model the node knows: the registry's, then catalog entries that are not in it
+  // (state kAvailable).
+  std::vector<registry::ModelInfo> ListModels() const;
+
+  // The bytes a catalog model would take when loaded on this device (the backend's placement
+  // estimate), when its files are on this node (a directory, or a hub id in the cache); read
+  // from the headers once per source.
+  std::optional<uint64_t> CatalogModelBytes(const config::ModelSpec& model) const;
+
+  // A handle on model `name` for a request. A model that is not resident but is in the catalog
+  // is loaded now when on_demand is on (requests for it share one load, which goes on when they
+  // give up), and waited for until `deadline`, or until `cancelled` returns true (polled).
+  // kNotFound when the model is neither resident nor in the catalog (naming them);
+  // kDeadlineExceeded when the load outlasts the wait; kCancelled; the load's errors
+  // (kResourceExhausted with the numbers, kNotFound, kDataLoss, ...); the registry's otherwise.
+  absl::StatusOr<registry::ModelHandle> AcquireForRequest(const std::string& name,
+                                                          absl::Time deadline,
+                                                          const std::function<bool()>& cancelled);
+
   // Unload as the wire API describes: no new requests, in-flight ones drain for `drain` (none
   // with `cancel_in_flight`) and are then cancelled, and the memory is returned.
   absl::StatusOr<UnloadOutcome> Unload(const std::string& name, absl::Duration drain,
                                        bool cancel_in_flight);
   NodeStatus Status() const;
 
-  // Called once when the daemon begins to shut down: preloads stop, long-lived watch streams end.
-  void BeginShutdown() { shutdown_.Notify(); }
+  // Called when the daemon begins to shut down (again: nothing more happens): preloads and
+  // on-demand loads stop, long-lived watch streams end.
+  void BeginShutdown() {
+    std::call_once(shutdown_once_, [this] { shutdown_.Notify(); });
+  }
   bool shutting_down() const { return shutdown_.HasBeenNotified(); }
   // Waits up to `timeout` for BeginShutdown; true once it has been called.
   bool WaitForShutdown(absl::Duration timeout) const {
@@ -76,6 +106,15 @@ class Node {
 
  private:
   explicit Node(const config::Config& config);
+  // An on-demand load that requests wait for.
+  struct PendingLoad {
+    bool done = false;
+    absl::Status status;
+  };
+  // Re-reads config.catalog_file every few seconds until shutdown.
+  void WatchCatalogFile();
+  // The catalog entry named `name`, if any.
+  std::optional<config::ModelSpec> FindInCatalog(const std::string& name) const;
 
   const config::Config config_;
   const hub::HubSettings hub_settings_;
@@ -86,6 +125,17 @@ class Node {
   std::thread preload_;
   std::atomic<bool> preload_done_{false};
   absl::Notification shutdown_;
+  std::once_flag shutdown_once_;
+
+  mutable std::mutex catalog_mu_;
+  std::vector<config::ModelSpec> file_catalog_;                           // guarded by catalog_mu_
+  mutable std::map<std::string, std::optional<uint64_t>> catalog_bytes_;  // by source, guarded
+  std::thread catalog_watcher_;
+
+  std::mutex loads_mu_;
+  std::condition_variable loads_changed_;
+  std::map<std::string, std::shared_ptr<PendingLoad>> loads_;  // on-demand loads, guarded
+  int load_threads_ = 0;                                       // running, guarded
 };
 
 }  // namespace df11::server

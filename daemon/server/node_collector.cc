@@ -1,7 +1,12 @@
 #include "daemon/server/node_collector.h"
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace df11::server {
 namespace {
@@ -39,6 +44,13 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
                          "KV cache in use over what the budget leaves for it, 0-1");
   auto gpu_kv_usage = Gauges("vllm:gpu_cache_usage_perc",
                              "The same as vllm:kv_cache_usage_perc, under its older name");
+  auto cache_config = Gauges("vllm:cache_config_info",
+                             "The KV cache in blocks: positions per block of the resident model "
+                             "with the largest positions, and blocks");
+  auto lora = Gauges("vllm:lora_requests_info",
+                     "Resident models (running_lora_adapters), loading ones "
+                     "(waiting_lora_adapters) and how many models the node can hold now "
+                     "(max_lora); the value is when these last changed (Unix seconds)");
 
   uint64_t kv = 0, kv_room = 0;
   for (const registry::DeviceMemory& d : status.devices) {
@@ -74,13 +86,69 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
     Add(queued, {{"model", m.name}}, m.queued_requests);
     Add(running, {{"model", m.name}}, m.running_requests);
   }
+  // KV blocks: a GPU's pool pages; on the CPU a position is a block and the free budget holds them.
+  uint64_t per_position = 0;
+  std::vector<std::string> running_models, waiting_models;
+  uint64_t resident_bytes_sum = 0;
+  std::vector<uint64_t> sizes;
+  for (const registry::ModelInfo& m : status.models) {
+    per_position = std::max(per_position, m.kv_bytes_per_position);
+    if (m.state == registry::ModelState::kReady) running_models.push_back(m.name);
+    if (m.state == registry::ModelState::kLoading) waiting_models.push_back(m.name);
+    if (m.state == registry::ModelState::kReady) resident_bytes_sum += m.bytes.total();
+  }
+  uint64_t block_size = 1, blocks = 0;
+  if (!status.devices.empty() && per_position > 0) {
+    const registry::DeviceMemory& d = status.devices.front();
+    if (d.arena > 0) {
+      const uint64_t page = static_cast<uint64_t>(node_.config().kv_page_bytes);
+      block_size = std::max<uint64_t>(1, page / per_position);
+      blocks = (d.kv_cache + d.kv_pool_free) / page;
+    } else {
+      blocks = (d.kv_cache + d.free()) / per_position;
+    }
+  }
+  Add(cache_config,
+      {{"block_size", std::to_string(block_size)}, {"num_gpu_blocks", std::to_string(blocks)}}, 1);
+  // max_lora: the models resident or loading, plus how many of the catalog's median size the
+  // node could place now (evicting what policy allows).
+  for (const config::ModelSpec& spec : node_.Catalog()) {
+    if (std::optional<uint64_t> bytes = node_.CatalogModelBytes(spec)) sizes.push_back(*bytes);
+  }
+  if (sizes.empty() && !running_models.empty()) {
+    sizes.push_back(resident_bytes_sum / running_models.size());
+  }
+  uint64_t max_lora = running_models.size() + waiting_models.size();
+  if (!sizes.empty() && !status.devices.empty()) {
+    std::nth_element(sizes.begin(), sizes.begin() + sizes.size() / 2, sizes.end());
+    const uint64_t median = std::max<uint64_t>(1, sizes[sizes.size() / 2]);
+    max_lora += status.devices.front().placeable / median;
+  }
+  const std::string running_list = absl::StrJoin(running_models, ",");
+  const std::string waiting_list = absl::StrJoin(waiting_models, ",");
+  double changed_at = 0;
+  {
+    std::lock_guard lock(mu_);
+    const std::string labels = absl::StrCat(max_lora, "|", running_list, "|", waiting_list);
+    if (labels != last_labels_ || changed_at_ == 0) {
+      last_labels_ = labels;
+      changed_at_ = static_cast<double>(status.time_unix_ms) / 1000.0;
+    }
+    changed_at = changed_at_;
+  }
+  Add(lora,
+      {{"max_lora", std::to_string(max_lora)},
+       {"running_lora_adapters", running_list},
+       {"waiting_lora_adapters", waiting_list}},
+      changed_at);
+
   Add(waiting_all, {}, static_cast<double>(status.queued_requests));
   Add(running_all, {}, static_cast<double>(status.running_requests));
   const double usage = kv_room > 0 ? static_cast<double>(kv) / static_cast<double>(kv_room) : 0;
   Add(kv_usage, {}, usage);
   Add(gpu_kv_usage, {}, usage);
-  return {device_bytes, model_bytes, model_up, queued,    running,
-          waiting_all,  running_all, kv_usage, gpu_kv_usage};
+  return {device_bytes, model_bytes, model_up,     queued,       running, waiting_all,
+          running_all,  kv_usage,    gpu_kv_usage, cache_config, lora};
 }
 
 }  // namespace df11::server

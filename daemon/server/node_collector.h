@@ -1,11 +1,18 @@
 // The gauges of /metrics, read from the node's status at each scrape: memory per device and per
 // model by kind, queue depths and running requests per model, and the gauges LLM-aware Kubernetes
-// routers read under vLLM's names (waiting and running requests, a 0-1 KV cache utilisation).
+// routers (the Gateway API Inference Extension's endpoint picker, llm-d) read under vLLM's names:
+// waiting and running requests, a 0-1 KV cache utilisation, the KV cache's blocks
+// (vllm:cache_config_info) and the models as LoRA adapters (vllm:lora_requests_info: the resident
+// models running, the loading ones waiting, and max_lora: those plus how many models of the
+// catalog's median size the node could still place), so that the picker's LoRA-affinity scorer
+// sends a request to a node where its model is resident, or else to one with room.
 //
 //   HttpServer::Start(address, {metrics.registry(), std::make_shared<NodeCollector>(*node)});
 #ifndef DF11_DAEMON_SERVER_NODE_COLLECTOR_H_
 #define DF11_DAEMON_SERVER_NODE_COLLECTOR_H_
 
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "daemon/server/node.h"
@@ -21,6 +28,10 @@ class NodeCollector final : public prometheus::Collectable {
 
  private:
   Node& node_;
+  // vllm:lora_requests_info's value is the time its labels last changed, as vLLM's is.
+  mutable std::mutex mu_;
+  mutable std::string last_labels_;
+  mutable double changed_at_ = 0;
 };
 
 }  // namespace df11::server

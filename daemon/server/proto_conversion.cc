@@ -10,6 +10,9 @@ df11::v1::ModelInfo ToProto(const registry::ModelInfo& info) {
     case registry::ModelState::kReady: out.set_state(df11::v1::MODEL_STATE_READY); break;
     case registry::ModelState::kUnloading: out.set_state(df11::v1::MODEL_STATE_UNLOADING); break;
     case registry::ModelState::kFailed: out.set_state(df11::v1::MODEL_STATE_FAILED); break;
+    case registry::ModelState::kAvailable:
+      out.set_state(df11::v1::MODEL_STATE_AVAILABLE);
+      break;
   }
   out.set_failure_reason(info.failure_reason);
   out.set_source(info.source);

@@ -159,6 +159,9 @@ absl::Status SamplingParams::Validate() const {
     }
   }
   if (max_tokens < 1) return OutOfRange("max_tokens", ">= 1", max_tokens);
+  if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs) {
+    return OutOfRange("top_logprobs", "in [0, 20]", top_logprobs);
+  }
   return absl::OkStatus();
 }
 
@@ -350,6 +353,27 @@ size_t Sampler::MinP(size_t n) {
   return kept;
 }
 
+void Sampler::FillTopLogprobs(std::span<const float> logits, double raw_lse,
+                              SampledToken& out) const {
+  // One pass keeping the best n in order (n <= 20): most logits fail the first comparison.
+  const int32_t n = params_.top_logprobs;
+  int32_t count = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float v = logits[i];
+    if (count == n && !(v > out.top_logprobs[n - 1].logprob)) continue;
+    int32_t at = count < n ? count++ : n - 1;
+    while (at > 0 && v > out.top_logprobs[at - 1].logprob) {  // strict: ties keep the lower id
+      out.top_logprobs[at] = out.top_logprobs[at - 1];
+      --at;
+    }
+    out.top_logprobs[at] = TokenLogprob{static_cast<int32_t>(i), v};
+  }
+  for (int32_t k = 0; k < count; ++k) {
+    out.top_logprobs[k].logprob = static_cast<float>(double{out.top_logprobs[k].logprob} - raw_lse);
+  }
+  out.top_logprobs_count = count;
+}
+
 SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int32_t> prompt_tokens,
                              std::span<const int32_t> generated_tokens) {
   const size_t vocab = logits.size();
@@ -366,6 +390,8 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
   const double raw_sum = greedy_ ? ExpSum<false>(logits.data(), raw_max, nullptr, vocab)
                                  : ExpSum<true>(logits.data(), raw_max, weight_.data(), vocab);
   const double raw_lse = raw_max + std::log(raw_sum);
+  SampledToken out;
+  if (params_.top_logprobs > 0) FillTopLogprobs(logits, raw_lse, out);
 
   float max_logit = raw_max;
   if (penalized_) {
@@ -373,7 +399,6 @@ SampledToken Sampler::Sample(std::span<const float> logits, std::span<const int3
     max_logit = CopyMax(work_.data(), work_.data(), vocab).first;  // finite stays finite
   }
 
-  SampledToken out;
   if (greedy_) {
     // Argmax, ties to the lowest id: the first entry equal to the maximum.
     const auto best =

@@ -25,6 +25,7 @@
 #ifndef DF11_DAEMON_RUNTIME_SAMPLING_SAMPLER_H_
 #define DF11_DAEMON_RUNTIME_SAMPLING_SAMPLER_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -69,12 +70,25 @@ struct SamplingParams {
   bool ignore_eos = false;
   // Generation ends (kLength) after this many generated tokens.
   int32_t max_tokens = 16;
+  // Report the most likely tokens (SampledToken::top_logprobs), this many (0 to
+  // kMaxTopLogprobs), with each sampled token.
+  int32_t top_logprobs = 0;
 
   // OK, or kInvalidArgument naming the first bad field and its allowed range. Ranges are
   // vLLM's: temperature >= 0; top_k >= 0; top_p in (0, 1]; min_p in [0, 1];
   // repetition_penalty > 0; presence_penalty and frequency_penalty in [-2, 2]; every stop
-  // string non-empty; stop_token_ids >= 0; max_tokens >= 1. NaN and infinities are rejected.
+  // string non-empty; stop_token_ids >= 0; max_tokens >= 1; top_logprobs in [0, 20] (OpenAI's
+  // limit). NaN and infinities are rejected.
   absl::Status Validate() const;
+};
+
+// The most a request may ask for in SamplingParams::top_logprobs (the OpenAI API's limit).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+// A token and its log-probability.
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
 };
 
 // One sampled token.
@@ -91,6 +105,10 @@ struct SampledToken {
   // "processed_logprobs"; V0's logprobs). For greedy decoding it is log_softmax of the logits
   // after penalties only (no temperature or truncation), as vLLM's all-greedy path computes it.
   float processed_logprob = 0.0f;
+  // The params.top_logprobs most likely tokens under the same raw distribution as `logprob`,
+  // most likely first (ties: lower id first), in top_logprobs[0, top_logprobs_count).
+  std::array<TokenLogprob, kMaxTopLogprobs> top_logprobs;
+  int32_t top_logprobs_count = 0;
 };
 
 // Samples the next token of one sequence. Order of operations, as transformers applies its
@@ -139,6 +157,8 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  // The params_.top_logprobs most likely tokens of `logits` into `out`.
+  void FillTopLogprobs(std::span<const float> logits, double raw_lse, SampledToken& out) const;
   void Resize(size_t vocab_size);
   void ApplyPenalties(std::span<const int32_t> prompt_tokens,
                       std::span<const int32_t> generated_tokens);

@@ -455,6 +455,12 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
   return ids;
 }
 
+std::string Tokenizer::TokenBytes(int32_t id) const {
+  std::string bytes;
+  AppendTokenBytes(id, /*skip_special_tokens=*/false, &bytes);
+  return bytes;
+}
+
 void Tokenizer::AppendTokenBytes(int32_t id, bool skip_special_tokens, std::string* out) const {
   const Impl& impl = *impl_;
   if (id < 0 || id >= static_cast<int32_t>(impl.id_text.size()) || !impl.id_present[id]) return;

@@ -85,6 +85,10 @@ class Tokenizer {
   // id_to_token. nullopt for an id of no token.
   std::optional<std::string> TokenText(int32_t id) const;
 
+  // The bytes token `id` decodes to on its own (a piece of a UTF-8 character for some byte-level
+  // tokens); empty for an id of no token.
+  std::string TokenBytes(int32_t id) const;
+
   // True if `id` is a special token, i.e. one that Decode drops with skip_special_tokens.
   bool IsSpecial(int32_t id) const;
 

@@ -122,6 +122,8 @@ TEST(SamplingParamsTest, EachOutOfRangeFieldIsInvalidArgumentNamingIt) {
        "non-empty"},
       {"stop_token_ids[0]", [](SamplingParams& p) { p.stop_token_ids = {-4}; }, ">= 0"},
       {"max_tokens", [](SamplingParams& p) { p.max_tokens = 0; }, ">= 1"},
+      {"top_logprobs", [](SamplingParams& p) { p.top_logprobs = 21; }, "[0, 20]"},
+      {"top_logprobs", [](SamplingParams& p) { p.top_logprobs = -1; }, "[0, 20]"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.field);
@@ -185,6 +187,43 @@ TEST(SamplerLogprobTest, RawLogprobIsLogSoftmaxOfInputLogits) {
   EXPECT_GT(seen[0], 0);  // every token came up, so every expected value was checked
   EXPECT_GT(seen[1], 0);
   EXPECT_GT(seen[2], 0);
+}
+
+// The top-N raw logprobs: a full sort's first N (ties to the lower id), the sampled token's own
+// logprob among them when it is one of them, for greedy and sampled draws alike.
+TEST(SamplerLogprobTest, TopLogprobsAreTheMostLikelyTokensOfTheRawDistribution) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(1000);
+  for (float& v : logits) v = std::round(normal(rng) * 4) / 4;  // many ties
+  double lse = 0;
+  const float m = *std::max_element(logits.begin(), logits.end());
+  for (float v : logits) lse += std::exp(double{v} - m);
+  lse = m + std::log(lse);
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  for (const bool greedy : {true, false}) {
+    for (const int32_t n : {1, 5, 20}) {
+      SCOPED_TRACE(::testing::Message() << (greedy ? "greedy" : "sampled") << ", top " << n);
+      SamplingParams p = greedy ? Greedy() : Seeded(12);
+      p.top_logprobs = n;
+      Sampler s(p);
+      const SampledToken t = s.Sample(logits, kNone, kNone);
+      ASSERT_EQ(t.top_logprobs_count, n);
+      for (int32_t k = 0; k < n; ++k) {
+        EXPECT_EQ(t.top_logprobs[k].token_id, order[k]) << "rank " << k;
+        EXPECT_NEAR(t.top_logprobs[k].logprob, logits[order[k]] - lse, 1e-5) << "rank " << k;
+        if (t.top_logprobs[k].token_id == t.token_id) {
+          EXPECT_EQ(t.top_logprobs[k].logprob, t.logprob);
+        }
+      }
+      if (greedy) EXPECT_EQ(t.top_logprobs[0].token_id, t.token_id);
+    }
+  }
+  Sampler none(Greedy());
+  EXPECT_EQ(none.Sample(logits, kNone, kNone).top_logprobs_count, 0);
 }
 
 TEST(SamplerLogprobTest, UniformLogitsGiveMinusLogN) {

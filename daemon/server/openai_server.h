@@ -1,0 +1,22 @@
+// The OpenAI-compatible HTTP API on df11d's HTTP listener: GET /v1/models, POST /v1/completions and
+// POST /v1/chat/completions (with Server-Sent Events when `stream` is set), run through the node's
+// scheduler exactly as gRPC Generate runs, catalog models loaded on demand. Errors are OpenAI's
+// error objects with the HTTP status of their gRPC code (status_conversion.h). A client that goes
+// away cancels its request.
+#ifndef DF11_DAEMON_SERVER_OPENAI_SERVER_H_
+#define DF11_DAEMON_SERVER_OPENAI_SERVER_H_
+
+#include "daemon/server/node.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace df11::server {
+
+// Adds the routes to `server`; `node` must outlive it.
+void AddOpenAiRoutes(httplib::Server& server, Node& node);
+
+}  // namespace df11::server
+
+#endif  // DF11_DAEMON_SERVER_OPENAI_SERVER_H_
