@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs `df11 daemon-bench` against a fresh df11d on loopback ports: builds df11d and df11 (in
-# build/), starts the daemon with nothing preloaded, benchmarks MODEL_DIR (default: the demo model)
-# and stops the daemon. Extra arguments go to df11 daemon-bench (see df11 daemon-bench --help);
+# build/), starts the daemon with nothing preloaded and MODEL_DIR (default: the demo model) in its
+# catalog as bench-catalog, benchmarks it (add --only ...,http,ondemand for the HTTP and on-demand
+# scenarios) and stops the daemon. Extra arguments go to df11 daemon-bench (see df11 daemon-bench --help);
 # add --json for machine-readable output.
 # Usage: tools/bench-daemon.sh [MODEL_DIR] [DAEMON_BENCH_ARGS...]
 set -euo pipefail
@@ -14,9 +15,11 @@ cmake -S . -B build -G Ninja -DDF11_CUDA=AUTO >/dev/null
 cmake --build build -j"$(nproc)" --target df11d df11 >&2
 
 work="$(mktemp -d)"
+source="$(realpath "$model")"
 cat >"$work/config.yaml" <<YAML
 listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0"}
 preload: []
+catalog: [{source: "$source", name: bench-catalog, keep_alive: 0s}]
 limits: {queue_size: 1024}
 YAML
 build/daemon/df11d --config "$work/config.yaml" --port-file "$work/ports.json" \
@@ -29,5 +32,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 port="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grpc"])' "$work/ports.json")"
+http="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http"])' "$work/ports.json")"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-build/tools/df11 daemon-bench --addr "127.0.0.1:$port" --model "$model" --daemon-pid "$daemon" "$@"
+build/tools/df11 daemon-bench --addr "127.0.0.1:$port" --http "127.0.0.1:$http" \
+  --catalog-model bench-catalog --model "$model" --daemon-pid "$daemon" "$@"

@@ -52,6 +52,11 @@ cpu_threads: 4
 memory: {budget: 20GiB, kv_cache: 4GiB, kv_page: 1MiB, eviction: none, keep_alive: 90s}
 preload:
   - {source: org/model@main, name: m, pin: false, keep_alive: 1h}
+catalog:
+  - {source: org/chat, name: chat, keep_alive: 0s, device: "cuda:1"}
+  - {source: org/other}
+catalog_file: /etc/df11d/catalog.yaml
+on_demand: false
 hub: {endpoint: "http://127.0.0.1:9", cache_dir: /c, token_file: /t, offline: true}
 limits:
   max_prompt_tokens: 100
@@ -61,6 +66,8 @@ limits:
   max_running_requests: 8
   max_concurrent_loads: 3
   max_request_bytes: 64KiB
+  load_wait: 90s
+  http_connections: 16
 shutdown: {drain: 250ms}
 )",
                                          "");
@@ -88,7 +95,36 @@ shutdown: {drain: 250ms}
   EXPECT_EQ(c->max_running_requests, 8);
   EXPECT_EQ(c->max_concurrent_loads, 3);
   EXPECT_EQ(c->max_request_bytes, 64 << 10);
+  EXPECT_DOUBLE_EQ(c->load_wait_seconds, 90);
+  EXPECT_EQ(c->http_connections, 16);
   EXPECT_DOUBLE_EQ(c->drain_seconds, 0.25);
+  ASSERT_EQ(c->catalog.size(), 2u);
+  EXPECT_EQ(c->catalog[0].name, "chat");
+  EXPECT_EQ(c->catalog[0].device, "cuda:1");
+  EXPECT_EQ(c->catalog[0].keep_alive_seconds, 0);
+  EXPECT_EQ(c->catalog[1].source, "org/other");
+  EXPECT_EQ(c->catalog_file, "/etc/df11d/catalog.yaml");
+  EXPECT_FALSE(c->on_demand);
+}
+
+TEST(ConfigTest, CatalogFilesHoldAListOrACatalogKey) {
+  const std::string dir = ::testing::TempDir();
+  const std::string map = dir + "/catalog_map.yaml", list = dir + "/catalog_list.yaml",
+                    bad = dir + "/catalog_bad.yaml";
+  std::ofstream(map) << "catalog:\n  - {source: org/a, name: a}\n";
+  std::ofstream(list) << "- {source: org/b}\n- {source: org/c, pin: true}\n";
+  std::ofstream(bad) << "catalog:\n  - {source: org/d, nmae: d}\n";
+  absl::StatusOr<std::vector<ModelSpec>> a = LoadCatalogFile(map);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->size(), 1u);
+  EXPECT_EQ((*a)[0].name, "a");
+  absl::StatusOr<std::vector<ModelSpec>> b = LoadCatalogFile(list);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->size(), 2u);
+  EXPECT_TRUE((*b)[1].pin);
+  EXPECT_THAT(LoadCatalogFile(bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("catalog[0].nmae")));
+  EXPECT_THAT(LoadCatalogFile(dir + "/none.yaml").status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(ConfigTest, PrintedConfigReadsBackTheSame) {
@@ -140,6 +176,12 @@ TEST(ConfigTest, ErrorsNameTheField) {
       {"preload: [{source: a, pinned: true}]", "preload[0].pinned"},
       {"preload: [{source: a, pin: maybe}]", "preload[0].pin"},
       {"preload: [a]", "preload[0]"},
+      {"catalog: [{name: x}]", "catalog[0].source"},
+      {"catalog: [{source: a, name: x}, {source: b, name: x}]", "catalog[1].name"},
+      {"catalog: [{source: a, device: tpu}]", "catalog[0].device"},
+      {"on_demand: maybe", "on_demand"},
+      {"limits: {load_wait: soon}", "limits.load_wait"},
+      {"limits: {http_connections: 0}", "limits.http_connections"},
       {"hub: {endpoint: ftp://x}", "hub.endpoint"},
       {"hub: {offline: 2}", "hub.offline"},
       {"limits: {max_tokens: 0}", "limits.max_tokens"},

@@ -26,6 +26,7 @@
 #include "daemon/runtime/model.h"
 #include "daemon/runtime/tokenizer/tokenizer.h"
 #include "grpcpp/grpcpp.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
@@ -50,6 +51,12 @@ process also loads DIR to run the CPU engine alone. Scenarios, in this order:
             engine alone's rate for the same request
   idle      --idle-streams WatchNodeStatus streams opened and held for --hold, 1-token requests
             served meanwhile; every stream must open and end only by our cancellation
+  http      per-token time of the overhead generation streamed as OpenAI Server-Sent Events
+            (POST /v1/completions on --http) against the same generation through gRPC, in
+            alternating rounds (the ratio is the result; target <= 1.05)
+  ondemand  time to first token of a request for --catalog-model, a catalog entry of the daemon
+            that is not resident (its files in the page cache), which loads it on demand, against
+            LoadModel of it alone; --rounds of each, the model unloaded between them
 Run the daemon alone on the machine: the engine-alone runs share its CPUs.
 
   --addr HOST:PORT     the daemon (default: $DF11_ADDR, else 127.0.0.1:7411)
@@ -65,7 +72,10 @@ Run the daemon alone on the machine: the engine-alone runs share its CPUs.
                        measure what the streams alone cost the daemon, then with requests
   --threads N          engine-alone CPU threads; give the daemon's cpu_threads (default: one per CPU)
   --daemon-pid PID     the daemon's process, to report its threads, RSS and CPU time (same host)
-  --only LIST          the scenarios to run, comma-separated (default swap,overhead,rps,idle)
+  --http HOST:PORT     the daemon's HTTP listener, for the http scenario
+  --catalog-model NAME a catalog entry of the daemon whose source is DIR, for ondemand
+  --only LIST          the scenarios to run, comma-separated (default swap,overhead,rps,idle;
+                       also http with --http, ondemand with --catalog-model)
   --json               one JSON object instead of text
 )";
 
@@ -385,6 +395,102 @@ absl::Status LoadBenchModels(client::Df11Client& client, const std::string& dir)
   return absl::OkStatus();
 }
 
+// One greedy generation of `tokens` tokens streamed as SSE from POST /v1/completions: the time of
+// the first and of the last event (the last token's, sent with the finish reason).
+absl::StatusOr<Streamed> HttpStreamGenerate(const std::string& http,
+                                            const std::vector<int32_t>& prompt, int tokens) {
+  const size_t colon = http.rfind(':');
+  httplib::Client client(http.substr(0, colon), std::stoi(http.substr(colon + 1)));
+  client.set_read_timeout(std::chrono::seconds(120));
+  const nlohmann::json body = {{"model", "bench-a"}, {"prompt", prompt},   {"max_tokens", tokens},
+                               {"temperature", 0},   {"ignore_eos", true}, {"stream", true}};
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.body = body.dump();
+  request.set_header("Content-Type", "application/json");
+  Streamed out;
+  int events = 0;
+  std::string pending;
+  const Clock::time_point start = Clock::now();
+  request.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    pending.append(data, n);
+    for (size_t end; (end = pending.find("\n\n")) != std::string::npos;) {
+      const double at = Seconds(Clock::now() - start);
+      if (events++ == 0) out.first_token_seconds = at;
+      out.last_token_seconds = at;
+      pending.erase(0, end + 2);
+    }
+    return true;
+  };
+  httplib::Response response;
+  httplib::Error error = httplib::Error::Success;
+  if (!client.send(request, response, error) || response.status != 200) {
+    return absl::UnavailableError(absl::StrCat("POST http://", http,
+                                               "/v1/completions: ", httplib::to_string(error), " ",
+                                               response.status, " ", pending));
+  }
+  out.tokens = tokens;
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> BenchHttp(Setup& s, const std::string& http, int tokens,
+                                         int rounds) {
+  DF11_RETURN_IF_ERROR(HttpStreamGenerate(http, s.prompt, 2).status());  // warm the connection
+  std::vector<double> grpc_per_token, http_per_token, grpc_ttft, http_ttft;
+  for (int round = 0; round < rounds; ++round) {
+    Streamed g = StreamGenerate(*s.client, "bench-a", s.prompt, tokens);
+    DF11_RETURN_IF_ERROR(g.status);
+    grpc_ttft.push_back(g.first_token_seconds);
+    grpc_per_token.push_back((g.last_token_seconds - g.first_token_seconds) / (tokens - 1));
+    DF11_ASSIGN_OR_RETURN(Streamed h, HttpStreamGenerate(http, s.prompt, tokens));
+    http_ttft.push_back(h.first_token_seconds);
+    http_per_token.push_back((h.last_token_seconds - h.first_token_seconds) / (tokens - 1));
+  }
+  const double grpc = Median(grpc_per_token), sse = Median(http_per_token);
+  return nlohmann::json{{"tokens", tokens},
+                        {"rounds", rounds},
+                        {"grpc_ms_per_token", grpc * 1e3},
+                        {"http_ms_per_token", sse * 1e3},
+                        {"per_token_ratio", sse / grpc},
+                        {"grpc_ttft_ms", Median(grpc_ttft) * 1e3},
+                        {"http_ttft_ms", Median(http_ttft) * 1e3}};
+}
+
+absl::Status Unload(client::Df11Client& client, const std::string& name) {
+  v1::UnloadModelRequest request;
+  request.set_name(name);
+  request.set_cancel_in_flight(true);
+  return client.UnloadModel(request).status();
+}
+
+absl::StatusOr<nlohmann::json> BenchOnDemand(Setup& s, const std::string& dir,
+                                             const std::string& name, int rounds) {
+  (void)Unload(*s.client, name);  // not resident at the start
+  std::vector<double> on_demand_ttft, load, load_then_ttft;
+  for (int round = 0; round < rounds; ++round) {
+    Streamed first = StreamGenerate(*s.client, name, s.prompt, 1);
+    DF11_RETURN_IF_ERROR(first.status);
+    on_demand_ttft.push_back(first.first_token_seconds);
+    DF11_RETURN_IF_ERROR(Unload(*s.client, name));
+    v1::LoadModelRequest request;
+    request.set_source(dir);
+    request.set_name(name);
+    const Clock::time_point start = Clock::now();
+    DF11_RETURN_IF_ERROR(s.client->LoadModel(request, nullptr).status());
+    load.push_back(Seconds(Clock::now() - start));
+    Streamed after = StreamGenerate(*s.client, name, s.prompt, 1);
+    DF11_RETURN_IF_ERROR(after.status);
+    load_then_ttft.push_back(load.back() + after.first_token_seconds);
+    DF11_RETURN_IF_ERROR(Unload(*s.client, name));
+  }
+  return nlohmann::json{{"rounds", rounds},
+                        {"on_demand_ttft_ms", Median(on_demand_ttft) * 1e3},
+                        {"load_ms", Median(load) * 1e3},
+                        {"load_then_ttft_ms", Median(load_then_ttft) * 1e3},
+                        {"ratio_to_load", Median(on_demand_ttft) / Median(load)}};
+}
+
 void UnloadBenchModels(client::Df11Client& client) {
   for (const char* name : {"bench-a", "bench-b"}) {
     v1::UnloadModelRequest request;
@@ -416,6 +522,21 @@ void PrintText(const nlohmann::json& out) {
         rps["engine_alone_requests_per_second"].get<double>(), rps["latency_ms_p50"].get<double>(),
         rps["latency_ms_p99"].get<double>(), rps["errors"].get<int>());
   }
+  if (out.contains("http")) {
+    const auto& h = out["http"];
+    std::printf("http      %.3f ms/token as SSE, %.3f through gRPC: %.3fx (TTFT %.2f vs %.2f ms)\n",
+                h["http_ms_per_token"].get<double>(), h["grpc_ms_per_token"].get<double>(),
+                h["per_token_ratio"].get<double>(), h["http_ttft_ms"].get<double>(),
+                h["grpc_ttft_ms"].get<double>());
+  }
+  if (out.contains("ondemand")) {
+    const auto& o = out["ondemand"];
+    std::printf(
+        "ondemand  first token of a catalog model loaded on demand %.1f ms; LoadModel alone "
+        "%.1f ms (%.2fx), then its first token %.1f ms\n",
+        o["on_demand_ttft_ms"].get<double>(), o["load_ms"].get<double>(),
+        o["ratio_to_load"].get<double>(), o["load_then_ttft_ms"].get<double>());
+  }
   if (out.contains("idle")) {
     const auto& idle = out["idle"];
     std::printf(
@@ -442,11 +563,11 @@ void PrintText(const nlohmann::json& out) {
 
 int RunDaemonBench(const std::vector<std::string>& argv) {
   constexpr char kName[] = "daemon-bench";
-  absl::StatusOr<Args> args =
-      Args::Parse(argv,
-                  {"addr", "model", "prompt-tokens", "tokens", "swap-requests", "rounds", "clients",
-                   "seconds", "idle-streams", "hold", "threads", "daemon-pid", "only"},
-                  {"json", "help"});
+  absl::StatusOr<Args> args = Args::Parse(
+      argv,
+      {"addr", "model", "prompt-tokens", "tokens", "swap-requests", "rounds", "clients", "seconds",
+       "idle-streams", "hold", "threads", "daemon-pid", "only", "http", "catalog-model"},
+      {"json", "help"});
   if (!args.ok()) return UsageError(kName, std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (!args->positional().empty()) return UsageError(kName, "unexpected argument");
@@ -471,15 +592,21 @@ int RunDaemonBench(const std::vector<std::string>& argv) {
   const char* env_addr = std::getenv("DF11_ADDR");
   const std::string address =
       args->Get("addr").value_or(env_addr != nullptr ? env_addr : "127.0.0.1:7411");
-  const std::set<std::string> all = {"swap", "overhead", "rps", "idle"};
+  const std::set<std::string> all = {"swap", "overhead", "rps", "idle", "http", "ondemand"};
   const std::vector<std::string> only_list =
       absl::StrSplit(args->Get("only").value_or("swap,overhead,rps,idle"), ',');
   const std::set<std::string> only(only_list.begin(), only_list.end());
   for (const std::string& scenario : only) {
     if (!all.contains(scenario)) {
       return UsageError(kName, absl::StrCat("--only: unknown scenario '", scenario,
-                                            "' (swap, overhead, rps, idle)"));
+                                            "' (swap, overhead, rps, idle, http, ondemand)"));
     }
+  }
+  if (only.contains("http") && !args->Has("http")) {
+    return UsageError(kName, "the http scenario needs --http HOST:PORT");
+  }
+  if (only.contains("ondemand") && !args->Has("catalog-model")) {
+    return UsageError(kName, "the ondemand scenario needs --catalog-model NAME");
   }
   const std::string dir = *args->Get("model");
   const bool json = args->Has("json");
@@ -536,6 +663,18 @@ int RunDaemonBench(const std::vector<std::string>& argv) {
       progress("rps: concurrent 1-token requests");
       DF11_ASSIGN_OR_RETURN(out["rps"],
                             BenchRequestsPerSecond(setup, static_cast<int>(*clients), *seconds));
+    }
+    if (only.contains("http")) {
+      progress("http: SSE streaming vs gRPC");
+      DF11_ASSIGN_OR_RETURN(out["http"],
+                            BenchHttp(setup, *args->Get("http"), static_cast<int>(*tokens),
+                                      static_cast<int>(*rounds)));
+    }
+    if (only.contains("ondemand")) {
+      progress("ondemand: first token of a catalog model vs LoadModel alone");
+      DF11_ASSIGN_OR_RETURN(
+          out["ondemand"],
+          BenchOnDemand(setup, source, *args->Get("catalog-model"), static_cast<int>(*rounds)));
     }
     if (only.contains("idle")) {
       progress("idle: held streams");
