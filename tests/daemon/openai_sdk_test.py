@@ -82,7 +82,8 @@ class Daemon:
                 raise RuntimeError("df11d did not start: " + self.read_log())
             time.sleep(0.02)
         with open(ports) as f:
-            self.http = json.load(f)["http"]
+            bound = json.load(f)
+        self.http, self.grpc = bound["http"], bound["grpc"]
         self.url = f"http://127.0.0.1:{self.http}/v1"
         self.client = openai.OpenAI(base_url=self.url, api_key="unused", max_retries=0)
 
@@ -328,7 +329,8 @@ catalog_file: {cls.catalog_file.name}
     def test_4_the_catalog_file_is_read_again_when_it_changes(self):
         self.assertIsNone(self.status("d"))
         with open(self.catalog_file.name, "w") as f:
-            f.write(f"catalog:\n  - {{source: {DEMO}, name: d, keep_alive: 0s}}\n")
+            f.write(f"catalog:\n  - {{source: {DEMO}, name: d, keep_alive: 0s}}\n"
+                    f"  - {{source: {DEMO}, name: spare}}\n")
         deadline = time.time() + 15
         while self.status("d") is None and time.time() < deadline:
             time.sleep(0.1)
@@ -339,6 +341,34 @@ catalog_file: {cls.catalog_file.name}
         with self.assertRaises(openai.NotFoundError) as e:
             self.complete("e")
         self.assertIn("neither loaded nor in the catalog", e.exception.body["message"])
+
+    def test_6_grpc_lists_catalog_entries_as_available(self):
+        listed = subprocess.run(
+            [os.environ["DF11CTL_BINARY"], "--addr", f"127.0.0.1:{self.daemon.grpc}", "list",
+             "--json"], check=True, capture_output=True, text=True, timeout=60).stdout
+        states = {m["name"]: m["state"] for m in json.loads(listed).get("models", [])}
+        self.assertEqual(states.get("spare"), "MODEL_STATE_AVAILABLE")
+        self.assertEqual(states.get("d"), "MODEL_STATE_READY")
+
+
+class OnDemandOffTest(unittest.TestCase):
+    """on_demand: false: catalog entries are listed but a request must find its model loaded."""
+
+    def test_a_catalog_model_that_is_not_loaded_is_not_found(self):
+        daemon = Daemon(f"""devices: [cpu]
+cpu_threads: 2
+preload: []
+catalog: [{{source: {DEMO}, name: a}}]
+on_demand: false
+""")
+        try:
+            with self.assertRaises(openai.NotFoundError) as e:
+                daemon.client.completions.create(model="a", prompt="x", max_tokens=2)
+            self.assertIn("is not loaded", e.exception.body["message"])
+            self.assertEqual(
+                metric(daemon.metrics(), "df11_model_loads_total", outcome="ok") or 0, 0)
+        finally:
+            self.assertEqual(daemon.stop(), 0)
 
 
 if __name__ == "__main__":
