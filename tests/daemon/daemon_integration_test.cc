@@ -682,24 +682,43 @@ TEST_F(DaemonTest, AKilledDaemonResumesItsDownloadAfterRestart) {
   fs::remove_all(dir);
 }
 
+// A LoadModel of `dir` as "big" (a 1 GiB sparse model), read until it places its files: the load
+// goes on while the test looks at the daemon. Every message until then says LOADING.
+struct SlowLoad {
+  std::unique_ptr<v1::ModelHost::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::LoadModelProgress>> reader;
+  v1::LoadModelProgress progress;
+};
+
+std::unique_ptr<SlowLoad> StartSlowLoad(const std::string& address, const std::string& dir) {
+  auto load = std::make_unique<SlowLoad>();
+  load->stub =
+      v1::ModelHost::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  v1::LoadModelRequest request;
+  request.set_source(dir);
+  request.set_name("big");
+  load->reader = load->stub->LoadModel(&load->context, request);
+  do {
+    if (!load->reader->Read(&load->progress)) {
+      ADD_FAILURE() << "the load ended before placing its files";
+      break;
+    }
+    EXPECT_EQ(load->progress.model().state(), v1::MODEL_STATE_LOADING);
+  } while (load->progress.phase() != v1::LOAD_PHASE_PLACING);
+  return load;
+}
+
 TEST_F(DaemonTest, CancellingALoadFreesWhatItPlaced) {
   // 1 GiB of embedding to read: the load is still running when the cancellation arrives.
   const std::string big = MakeSparseModel(*root_, int64_t{1} << 23);
   const uint64_t weights_before = client_->GetNodeStatus()->devices(0).weights();
-  auto stub = v1::ModelHost::NewStub(
-      grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  v1::LoadModelRequest load;
-  load.set_source(big);
-  load.set_name("big");
-  std::unique_ptr<grpc::ClientReader<v1::LoadModelProgress>> reader =
-      stub->LoadModel(&context, load);
   // Once it reads its files, its estimate is reserved and it is listed as LOADING.
-  v1::LoadModelProgress progress;
-  do {
-    ASSERT_TRUE(reader->Read(&progress));
-    EXPECT_EQ(progress.model().state(), v1::MODEL_STATE_LOADING);
-  } while (progress.phase() != v1::LOAD_PHASE_PLACING);
+  std::unique_ptr<SlowLoad> slow = StartSlowLoad(daemon_->address(), big);
+  if (HasFailure()) return;
+  grpc::ClientContext& context = slow->context;
+  const std::unique_ptr<grpc::ClientReader<v1::LoadModelProgress>>& reader = slow->reader;
+  v1::LoadModelProgress& progress = slow->progress;
   EXPECT_EQ(progress.bytes_total(), fs::file_size(big + "/model.safetensors"));
   absl::StatusOr<v1::ModelInfo> loading = client_->GetModel("big");
   ASSERT_TRUE(loading.ok()) << loading.status();
@@ -795,19 +814,12 @@ std::map<std::string, std::string> InfoLabels(const std::string& metrics, const 
 
 // While a model loads it is a waiting adapter; resident models are running ones, within max_lora.
 TEST_F(DaemonTest, RouterGaugesShowResidentAndLoadingModels) {
-  const std::string big = MakeSparseModel(*root_, int64_t{1} << 23);  // 1 GiB to read
-  auto stub = v1::ModelHost::NewStub(
-      grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  v1::LoadModelRequest load;
-  load.set_source(big);
-  load.set_name("big");
-  std::unique_ptr<grpc::ClientReader<v1::LoadModelProgress>> reader =
-      stub->LoadModel(&context, load);
-  v1::LoadModelProgress progress;
-  do {
-    ASSERT_TRUE(reader->Read(&progress));
-  } while (progress.phase() != v1::LOAD_PHASE_PLACING);
+  std::unique_ptr<SlowLoad> slow =
+      StartSlowLoad(daemon_->address(), MakeSparseModel(*root_, int64_t{1} << 23));
+  if (HasFailure()) return;
+  grpc::ClientContext& context = slow->context;
+  const std::unique_ptr<grpc::ClientReader<v1::LoadModelProgress>>& reader = slow->reader;
+  v1::LoadModelProgress& progress = slow->progress;
   double loading_since = 0;
   const std::map<std::string, std::string> loading =
       InfoLabels(testing::HttpGet(daemon_->http_port(), "/metrics"), "vllm:lora_requests_info",
