@@ -220,47 +220,51 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
                      names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
   }
   // One load for every request waiting on this model; it runs on a thread of its own, so it
-  // goes on when the requests give up.
-  std::shared_ptr<PendingLoad> load;
-  {
-    std::lock_guard lock(loads_mu_);
-    std::shared_ptr<PendingLoad>& slot = loads_[name];
-    if (slot == nullptr) {
-      slot = std::make_shared<PendingLoad>();
-      ++load_threads_;
-      std::thread([this, spec = *spec, load = slot, name] {
-        absl::StatusOr<registry::ModelInfo> info =
-            registry_->Load(registry::LoadRequest{.source = spec.source,
-                                                  .name = spec.name,
-                                                  .pin = spec.pin,
-                                                  .keep_alive_seconds = spec.keep_alive_seconds,
-                                                  .device = spec.device},
-                            [this](const registry::LoadProgress&) { return !shutting_down(); });
-        Log(info.ok()
-                ? absl::StrCat("loaded ", name, " on demand from ", spec.source)
-                : absl::StrCat("loading ", name, " on demand failed: ", info.status().ToString()));
-        std::lock_guard lock(loads_mu_);
-        load->done = true;
-        load->status = info.status();
-        loads_.erase(name);
-        --load_threads_;
-        loads_changed_.notify_all();
-      }).detach();
+  // goes on when the requests give up. A model evicted again before this request could take it
+  // (by another on-demand load) is loaded again, until the deadline.
+  while (true) {
+    std::shared_ptr<PendingLoad> load;
+    {
+      std::lock_guard lock(loads_mu_);
+      std::shared_ptr<PendingLoad>& slot = loads_[name];
+      if (slot == nullptr) {
+        slot = std::make_shared<PendingLoad>();
+        ++load_threads_;
+        std::thread([this, spec = *spec, load = slot, name] {
+          absl::StatusOr<registry::ModelInfo> info =
+              registry_->Load(registry::LoadRequest{.source = spec.source,
+                                                    .name = spec.name,
+                                                    .pin = spec.pin,
+                                                    .keep_alive_seconds = spec.keep_alive_seconds,
+                                                    .device = spec.device},
+                              [this](const registry::LoadProgress&) { return !shutting_down(); });
+          Log(info.ok() ? absl::StrCat("loaded ", name, " on demand from ", spec.source)
+                        : absl::StrCat("loading ", name,
+                                       " on demand failed: ", info.status().ToString()));
+          std::lock_guard lock(loads_mu_);
+          load->done = true;
+          load->status = info.status();
+          loads_.erase(name);
+          --load_threads_;
+          loads_changed_.notify_all();
+        }).detach();
+      }
+      load = slot;
     }
-    load = slot;
-  }
-  std::unique_lock lock(loads_mu_);
-  while (!load->done) {
-    if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the request");
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("model ", name, " is still loading on demand; try again shortly"));
+    std::unique_lock lock(loads_mu_);
+    while (!load->done) {
+      if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the request");
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("model ", name, " is still loading on demand; try again shortly"));
+      }
+      loads_changed_.wait_for(lock, std::chrono::milliseconds(50));
     }
-    loads_changed_.wait_for(lock, std::chrono::milliseconds(50));
+    if (!load->status.ok()) return load->status;
+    lock.unlock();
+    handle = registry_->Acquire(name);
+    if (handle.ok() || !absl::IsNotFound(handle.status()) || absl::Now() >= deadline) return handle;
   }
-  if (!load->status.ok()) return load->status;
-  lock.unlock();
-  return registry_->Acquire(name);
 }
 
 void Node::StartPreload() {

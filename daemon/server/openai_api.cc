@@ -1,6 +1,7 @@
 #include "daemon/server/openai_api.h"
 
 #include <cctype>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -37,10 +38,10 @@ absl::StatusOr<double> Number(const Json& v, const char* key) {
 
 absl::StatusOr<int64_t> Integer(const Json& v, const char* key) {
   if (v.is_number_integer()) return v.get<int64_t>();
-  // 3.0 is an integer in JSON's eyes, as Python's SDK may send it.
-  if (v.is_number_float() &&
-      v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
-    return static_cast<int64_t>(v.get<double>());
+  // 3.0 is an integer in JSON's eyes, as Python's SDK may send it (within int64's range).
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::abs(d) < 9.2e18 && d == std::trunc(d)) return static_cast<int64_t>(d);
   }
   return Invalid(key, "must be an integer");
 }
