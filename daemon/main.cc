@@ -45,9 +45,16 @@ Hosts many DFloat11-compressed language models at once and serves them over gRPC
   --print-config         print the effective configuration as YAML and exit
   --help, --version
 
+grpc.health.v1: the server ("") and df11.v1.ModelHost are SERVING once the preloaded models are
+ready and NOT_SERVING while draining (a readiness probe); "liveness" is SERVING from the start
+(a liveness probe that a long preload does not fail).
 SIGTERM or SIGINT: stop accepting calls, let in-flight streams finish for shutdown.drain, exit 0.
 Exit codes: 0 clean exit, 1 failure at start (the message says why), 2 bad command line.
 )";
+
+// grpc.health.v1 service names, as deploy/k8s's probes ask for them.
+constexpr const char* kReadinessServices[] = {"", "df11.v1.ModelHost"};
+constexpr char kLivenessService[] = "liveness";
 
 int Usage(const std::string& message) {
   std::fprintf(stderr, "df11d: %s\nTry 'df11d --help'.\n", message.c_str());
@@ -140,7 +147,9 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("cannot listen on ", config->grpc_listen, " (listen.grpc)"));
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  health->SetServingStatus(false);  // until the preloaded models are ready
+  // Not ready until the preloaded models are; alive from now on.
+  for (const char* service : kReadinessServices) health->SetServingStatus(service, false);
+  health->SetServingStatus(kLivenessService, true);
 
   std::unique_ptr<df11::server::HttpServer> http;
   int http_port = 0;
@@ -169,7 +178,7 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (!(*node)->shutting_down()) {
-      health->SetServingStatus(true);
+      for (const char* service : kReadinessServices) health->SetServingStatus(service, true);
       Log("ready: every preloaded model has finished loading");
     }
   });
@@ -179,7 +188,7 @@ int main(int argc, char** argv) {
   Log(absl::StrCat("received ", strsignal(signal), "; draining for up to ", config->drain_seconds,
                    " s"));
   (*node)->BeginShutdown();
-  health->SetServingStatus(false);
+  for (const char* service : kReadinessServices) health->SetServingStatus(service, false);
   ready.join();
   const auto deadline =
       std::chrono::system_clock::now() +

@@ -130,13 +130,17 @@ int DaemonProcess::Terminate() {
   return Wait();
 }
 
-int HealthStatus(const std::string& address) {
+int HealthStatus(const std::string& address, const std::string& service) {
   grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   grpc::CompletionQueue cq;
-  // HealthCheckRequest{service: ""} is the empty message.
-  const grpc::ByteBuffer request = ToBuffer("");
+  // HealthCheckRequest{service}: field 1, length-delimited (the empty message for "").
+  std::string encoded;
+  if (!service.empty()) {
+    encoded = std::string{'\x0a', static_cast<char>(service.size())} + service;
+  }
+  const grpc::ByteBuffer request = ToBuffer(encoded);
   auto call = stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
   call->StartCall();
   grpc::ByteBuffer response;

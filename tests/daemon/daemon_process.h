@@ -51,8 +51,9 @@ class DaemonProcess {
 std::string Df11dBinary();
 std::string Df11ctlBinary();
 
-// grpc.health.v1.Health/Check for the whole server: 1 SERVING, 2 NOT_SERVING, -1 on error.
-int HealthStatus(const std::string& address);
+// grpc.health.v1.Health/Check for `service` ("": the whole server): 1 SERVING, 2 NOT_SERVING,
+// -1 on error (an unknown service is NOT_FOUND). `service` is shorter than 128 bytes.
+int HealthStatus(const std::string& address, const std::string& service = "");
 // The encoded answer of server reflection to list_services (the service names appear in it as
 // plain strings); "" on error.
 std::string ReflectedServices(const std::string& address);
