@@ -9,18 +9,16 @@
 #include "absl/strings/str_cat.h"
 
 namespace df11::client {
-namespace {
+namespace {}  // namespace
 
-// Sets the call's deadline on `context` when `options` has one.
-void ApplyOptions(const CallOptions& options, grpc::ClientContext& context) {
+void Df11Client::Prepare(const CallOptions& options, grpc::ClientContext& context) const {
+  if (!token_.empty()) context.AddMetadata("authorization", "Bearer " + token_);
   if (options.timeout == absl::InfiniteDuration()) return;
   const absl::Duration timeout = std::max(options.timeout, absl::ZeroDuration());
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::duration_cast<std::chrono::system_clock::duration>(
                            absl::ToChronoNanoseconds(timeout)));
 }
-
-}  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   const int code = static_cast<int>(status.error_code());
@@ -31,21 +29,22 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(absl_code, status.error_message());
 }
 
-absl::StatusOr<std::unique_ptr<Df11Client>> Df11Client::Connect(const std::string& address) {
+absl::StatusOr<std::unique_ptr<Df11Client>> Df11Client::Connect(const std::string& address,
+                                                                const std::string& token) {
   if (address.empty()) return absl::InvalidArgumentError("empty daemon address");
   return std::make_unique<Df11Client>(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()), token);
 }
 
-Df11Client::Df11Client(std::shared_ptr<grpc::Channel> channel)
-    : stub_(v1::ModelHost::NewStub(std::move(channel))) {}
+Df11Client::Df11Client(std::shared_ptr<grpc::Channel> channel, std::string token)
+    : stub_(v1::ModelHost::NewStub(std::move(channel))), token_(std::move(token)) {}
 
 absl::StatusOr<v1::LoadModelProgress> Df11Client::LoadModel(
     const v1::LoadModelRequest& request,
     const std::function<void(const v1::LoadModelProgress&)>& on_progress,
     const CallOptions& options) {
   grpc::ClientContext context;
-  ApplyOptions(options, context);
+  Prepare(options, context);
   std::unique_ptr<grpc::ClientReader<v1::LoadModelProgress>> reader =
       stub_->LoadModel(&context, request);
   v1::LoadModelProgress message, last;
@@ -66,7 +65,7 @@ absl::StatusOr<v1::LoadModelProgress> Df11Client::LoadModel(
 absl::StatusOr<v1::UnloadModelResponse> Df11Client::UnloadModel(
     const v1::UnloadModelRequest& request, const CallOptions& options) {
   grpc::ClientContext context;
-  ApplyOptions(options, context);
+  Prepare(options, context);
   v1::UnloadModelResponse response;
   if (absl::Status s = FromGrpcStatus(stub_->UnloadModel(&context, request, &response)); !s.ok()) {
     return s;
@@ -76,7 +75,7 @@ absl::StatusOr<v1::UnloadModelResponse> Df11Client::UnloadModel(
 
 absl::StatusOr<v1::ListModelsResponse> Df11Client::ListModels(const CallOptions& options) {
   grpc::ClientContext context;
-  ApplyOptions(options, context);
+  Prepare(options, context);
   v1::ListModelsResponse response;
   if (absl::Status s = FromGrpcStatus(stub_->ListModels(&context, {}, &response)); !s.ok()) {
     return s;
@@ -87,7 +86,7 @@ absl::StatusOr<v1::ListModelsResponse> Df11Client::ListModels(const CallOptions&
 absl::StatusOr<v1::ModelInfo> Df11Client::GetModel(const std::string& name,
                                                    const CallOptions& options) {
   grpc::ClientContext context;
-  ApplyOptions(options, context);
+  Prepare(options, context);
   v1::GetModelRequest request;
   request.set_name(name);
   v1::ModelInfo response;
@@ -100,7 +99,7 @@ absl::StatusOr<v1::ModelInfo> Df11Client::GetModel(const std::string& name,
 absl::StatusOr<v1::EstimateModelResponse> Df11Client::EstimateModel(const std::string& source,
                                                                     const CallOptions& options) {
   grpc::ClientContext context;
-  ApplyOptions(options, context);
+  Prepare(options, context);
   v1::EstimateModelRequest request;
   request.set_source(source);
   v1::EstimateModelResponse response;
@@ -116,7 +115,7 @@ absl::Status Df11Client::Generate(
     const std::function<bool(const v1::GenerateResponse&)>& on_response,
     const CallOptions& options) {
   grpc::ClientContext context;
-  ApplyOptions(options, context);
+  Prepare(options, context);
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       stub_->Generate(&context, request);
   v1::GenerateResponse message;
@@ -137,7 +136,7 @@ absl::Status Df11Client::Generate(
 
 absl::StatusOr<v1::NodeStatus> Df11Client::GetNodeStatus(const CallOptions& options) {
   grpc::ClientContext context;
-  ApplyOptions(options, context);
+  Prepare(options, context);
   v1::NodeStatus response;
   if (absl::Status s = FromGrpcStatus(stub_->GetNodeStatus(&context, {}, &response)); !s.ok()) {
     return s;
@@ -149,7 +148,7 @@ absl::Status Df11Client::WatchNodeStatus(
     const v1::WatchNodeStatusRequest& request,
     const std::function<bool(const v1::NodeStatus&)>& on_status, const CallOptions& options) {
   grpc::ClientContext context;
-  ApplyOptions(options, context);
+  Prepare(options, context);
   std::unique_ptr<grpc::ClientReader<v1::NodeStatus>> reader =
       stub_->WatchNodeStatus(&context, request);
   v1::NodeStatus message;

@@ -45,11 +45,13 @@ class Df11Client {
  public:
   // A client of the daemon at `address` (HOST:PORT, or any gRPC target such as unix:PATH), over a
   // plaintext channel. Connecting is lazy: an unreachable daemon shows as kUnavailable on the first
-  // call. kInvalidArgument for an empty address.
-  static absl::StatusOr<std::unique_ptr<Df11Client>> Connect(const std::string& address);
+  // call. kInvalidArgument for an empty address. A non-empty `token` goes with every call as
+  // `authorization: Bearer TOKEN` (a daemon with auth.tokens_file needs one).
+  static absl::StatusOr<std::unique_ptr<Df11Client>> Connect(const std::string& address,
+                                                             const std::string& token = "");
 
   // A client over an existing channel (tests, custom credentials).
-  explicit Df11Client(std::shared_ptr<grpc::Channel> channel);
+  explicit Df11Client(std::shared_ptr<grpc::Channel> channel, std::string token = "");
 
   // Loads a model, calling `on_progress` (may be empty) with each progress message. Returns the
   // last message, which carries the model's final state; a load the daemon reports as FAILED in
@@ -85,7 +87,11 @@ class Df11Client {
                                const CallOptions& options = {});
 
  private:
+  // Sets the call's deadline and token on `context`.
+  void Prepare(const CallOptions& options, grpc::ClientContext& context) const;
+
   std::unique_ptr<v1::ModelHost::Stub> stub_;
+  const std::string token_;
 };
 
 }  // namespace df11::client

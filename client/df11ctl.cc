@@ -16,5 +16,5 @@ int main(int argc, char** argv) {
   df11::ctl::Console console{std::cout, std::cerr, isatty(STDOUT_FILENO) != 0,
                              isatty(STDERR_FILENO) != 0};
   const std::vector<std::string> args(argv + 1, argv + argc);
-  return df11::ctl::RunDf11ctl(args, std::getenv("DF11_ADDR"), console);
+  return df11::ctl::RunDf11ctl(args, std::getenv("DF11_ADDR"), console, std::getenv("DF11_TOKEN"));
 }

@@ -1,11 +1,14 @@
 // df11ctl's command table, global options and dispatch.
 #include "client/ctl/ctl.h"
 
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,6 +21,8 @@ namespace {
 constexpr char kCommonHelp[] = R"(
 Common options:
   --addr HOST:PORT    the daemon (default: $DF11_ADDR, else 127.0.0.1:7411)
+  --token-file FILE   send the token in FILE (default: $DF11_TOKEN, if set), for a daemon
+                      with auth.tokens_file
   --json              machine-readable output: the reply as one line of JSON
   --help              this help
 
@@ -35,7 +40,8 @@ const Command* Find(const std::string& name) {
 std::string TopUsage() {
   std::string out =
       "df11ctl: control a df11d daemon (many DF11-compressed models on one node)\n\n"
-      "Usage: df11ctl [--addr HOST:PORT] COMMAND [ARGS...]    (df11ctl COMMAND --help for "
+      "Usage: df11ctl [--addr HOST:PORT] [--token-file FILE] COMMAND [ARGS...]    (df11ctl COMMAND "
+      "--help for "
       "details)\n\nCommands:\n";
   for (const Command& c : AllCommands()) {
     absl::StrAppend(&out, absl::StrFormat("  %-10s %s\n", c.name, c.summary));
@@ -80,9 +86,11 @@ int PrintJson(Context& context, const google::protobuf::Message& message) {
   return kExitOk;
 }
 
-int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Console& console) {
+int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Console& console,
+               const char* env_token) {
   std::string address =
       env_address != nullptr && *env_address != '\0' ? env_address : kDefaultAddress;
+  std::optional<std::string> token_file;
   // Global options come before the command.
   size_t i = 0;
   for (; i < args.size() && absl::StartsWith(args[i], "-"); ++i) {
@@ -96,6 +104,11 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
       address = args[++i];
     } else if (absl::StartsWith(a, "--addr=")) {
       address = a.substr(7);
+    } else if (a == "--token-file") {
+      if (i + 1 >= args.size()) return GlobalUsageError(console, "--token-file needs a value");
+      token_file = args[++i];
+    } else if (absl::StartsWith(a, "--token-file=")) {
+      token_file = a.substr(13);
     } else {
       return GlobalUsageError(console, absl::StrCat("unknown option ", a));
     }
@@ -120,7 +133,7 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
   }
 
   std::set<std::string> value_flags = command->value_flags;
-  value_flags.insert("addr");
+  value_flags.insert({"addr", "token-file"});
   std::set<std::string> bool_flags = command->bool_flags;
   bool_flags.insert({"json", "help"});
   absl::StatusOr<cli::Args> parsed = cli::Args::Parse(rest, value_flags, bool_flags);
@@ -134,7 +147,18 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
   if (std::optional<std::string> a = parsed->Get("addr")) address = *a;
   if (address.empty()) return CommandUsageError(console, name, "the daemon address is empty");
 
-  absl::StatusOr<std::unique_ptr<client::Df11Client>> client = client::Df11Client::Connect(address);
+  if (std::optional<std::string> f = parsed->Get("token-file")) token_file = *f;
+  std::string token = env_token != nullptr ? env_token : "";
+  if (token_file) {
+    std::ifstream in(*token_file);
+    std::stringstream text;
+    if (in) text << in.rdbuf();
+    if (!in) return CommandUsageError(console, name, "cannot read --token-file " + *token_file);
+    token = text.str();
+  }
+  token = std::string(absl::StripAsciiWhitespace(token));
+  absl::StatusOr<std::unique_ptr<client::Df11Client>> client =
+      client::Df11Client::Connect(address, token);
   if (!client.ok()) return CommandUsageError(console, name, std::string(client.status().message()));
   Context context{.command = name,
                   .args = *parsed,

@@ -32,7 +32,9 @@ struct Console {
 
 // Runs `df11ctl ARGS...` (`args` excludes the program name) and returns its exit code. The daemon
 // is --addr, else `env_address` when not null or empty, else kDefaultAddress.
-int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Console& console);
+// `env_token`: $DF11_TOKEN, the token sent when --token-file is not given (nullptr: none).
+int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Console& console,
+               const char* env_token = nullptr);
 
 }  // namespace df11::ctl
 

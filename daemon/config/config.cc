@@ -1,5 +1,6 @@
 #include "daemon/config/config.h"
 
+#include <arpa/inet.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -318,6 +319,23 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   DF11_RETURN_IF_ERROR(ReadDuration(shutdown, "drain", c.drain_seconds));
   DF11_RETURN_IF_ERROR(shutdown.CheckNoUnknownKeys());
 
+  Section auth(top.Get("auth"), "auth");
+  DF11_RETURN_IF_ERROR(auth.CheckIsMap());
+  DF11_RETURN_IF_ERROR(ReadString(auth, "tokens_file", c.auth_tokens_file));
+  if (!c.auth_tokens_file.empty() && !std::filesystem::path(c.auth_tokens_file).is_absolute() &&
+      !base_dir.empty()) {
+    c.auth_tokens_file =
+        (std::filesystem::path(base_dir) / c.auth_tokens_file).lexically_normal().string();
+  }
+  std::string metrics = c.metrics_need_token ? "token" : "open";
+  DF11_RETURN_IF_ERROR(ReadString(auth, "metrics", metrics));
+  if (metrics != "open" && metrics != "token") {
+    return FieldError("auth.metrics", absl::StrCat("\"", metrics, "\" is not open or token"));
+  }
+  c.metrics_need_token = metrics == "token";
+  DF11_RETURN_IF_ERROR(auth.CheckNoUnknownKeys());
+  DF11_RETURN_IF_ERROR(ReadBool(top, "insecure", c.insecure));
+
   return top.CheckNoUnknownKeys();
 }
 
@@ -434,6 +452,17 @@ absl::StatusOr<std::vector<ModelSpec>> LoadCatalogFile(const std::string& path) 
   return models;
 }
 
+bool IsLoopbackAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return true;
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return host == "localhost" || host == "::1";
+}
+
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
@@ -512,6 +541,11 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "shutdown" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "drain" << YAML::Value << FormatDuration(c.drain_seconds);
   out << YAML::EndMap;
+  out << YAML::Key << "auth" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "tokens_file" << YAML::Value << c.auth_tokens_file;
+  out << YAML::Key << "metrics" << YAML::Value << (c.metrics_need_token ? "token" : "open");
+  out << YAML::EndMap;
+  out << YAML::Key << "insecure" << YAML::Value << c.insecure;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

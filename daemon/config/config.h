@@ -94,7 +94,16 @@ struct Config {
   double load_wait_seconds = 600;  // how long a request waits for its model's on-demand load
   int64_t http_connections = 256;  // HTTP requests served at once (each stream holds one)
   double drain_seconds = 30;  // SIGTERM: how long in-flight streams may finish
+
+  // Who may call: the tokens file (config/tokens.h), re-read when it changes; empty: everyone,
+  // which is refused on a non-loopback listen address unless `insecure` says so.
+  std::string auth_tokens_file;
+  bool metrics_need_token = false;  // auth.metrics: token (else open, for Prometheus)
+  bool insecure = false;
 };
+
+// Whether HOST:PORT listens on loopback only (127.0.0.0/8, ::1, localhost) or on a unix socket.
+bool IsLoopbackAddress(const std::string& address);
 
 // The model list of a catalog file: a YAML mapping with a `catalog:` list, or the list alone, of
 // the catalog's shape. `base_dir` resolves relative directories. kNotFound when it cannot be

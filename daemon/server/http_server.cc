@@ -1,5 +1,6 @@
 #include "daemon/server/http_server.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/server/openai_api.h"
@@ -48,6 +49,22 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     return httplib::Server::HandlerResponse::Handled;
   };
   http->server_->set_error_handler(on_error);
+  // The OpenAI API (and /metrics when auth.metrics is token) needs a caller's token.
+  http->server_->set_pre_routing_handler(
+      [&node](const httplib::Request& req, httplib::Response& res) {
+        const bool guarded = absl::StartsWith(req.path, "/v1/") || req.path == "/v1" ||
+                             (req.path == "/metrics" && node.config().metrics_need_token);
+        if (!guarded) return httplib::Server::HandlerResponse::Unhandled;
+        std::optional<std::string> header;
+        if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
+        absl::StatusOr<Caller> caller =
+            node.Authenticate(header ? std::optional<absl::string_view>(*header) : std::nullopt);
+        if (caller.ok()) return httplib::Server::HandlerResponse::Unhandled;
+        res.status = 401;
+        res.set_header("WWW-Authenticate", "Bearer");
+        res.set_content(openai::ErrorBody(caller.status(), "invalid_api_key"), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      });
   AddOpenAiRoutes(*http->server_, node);
   http->server_->Get("/metrics",
                      [self = http.get()](const httplib::Request&, httplib::Response& response) {

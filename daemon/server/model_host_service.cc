@@ -30,9 +30,20 @@ absl::Status ValidSeconds(const char* field, double seconds) {
 
 }  // namespace
 
+grpc::Status ModelHostService::Authorize(const grpc::ServerContext& context) const {
+  std::optional<absl::string_view> header;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    header = absl::string_view(it->second.data(), it->second.size());
+  }
+  absl::StatusOr<Caller> caller = node_.Authenticate(header);
+  return caller.ok() ? grpc::Status::OK : ToGrpcStatus(caller.status());
+}
+
 grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
                                          const df11::v1::LoadModelRequest* request,
                                          grpc::ServerWriter<df11::v1::LoadModelProgress>* writer) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (absl::Status s = ValidSeconds("keep_alive_seconds", request->keep_alive_seconds()); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -87,9 +98,10 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ModelHostService::UnloadModel(grpc::ServerContext*,
+grpc::Status ModelHostService::UnloadModel(grpc::ServerContext* context,
                                            const df11::v1::UnloadModelRequest* request,
                                            df11::v1::UnloadModelResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (request->name().empty()) return ToGrpcStatus(absl::InvalidArgumentError("name: empty"));
   if (absl::Status s = ValidSeconds("drain_seconds", request->drain_seconds()); !s.ok()) {
     return ToGrpcStatus(s);
@@ -107,16 +119,19 @@ grpc::Status ModelHostService::UnloadModel(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ModelHostService::ListModels(grpc::ServerContext*, const df11::v1::ListModelsRequest*,
+grpc::Status ModelHostService::ListModels(grpc::ServerContext* context,
+                                          const df11::v1::ListModelsRequest*,
                                           df11::v1::ListModelsResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   for (const registry::ModelInfo& info : node_.ListModels())
     *response->add_models() = ToProto(info);
   return grpc::Status::OK;
 }
 
-grpc::Status ModelHostService::GetModel(grpc::ServerContext*,
+grpc::Status ModelHostService::GetModel(grpc::ServerContext* context,
                                         const df11::v1::GetModelRequest* request,
                                         df11::v1::ModelInfo* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   absl::StatusOr<registry::ModelInfo> info = node_.registry().Get(request->name());
   if (!info.ok()) return ToGrpcStatus(info.status());
   *response = ToProto(*info);
@@ -126,6 +141,7 @@ grpc::Status ModelHostService::GetModel(grpc::ServerContext*,
 grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
                                              const df11::v1::EstimateModelRequest* request,
                                              df11::v1::EstimateModelResponse* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   absl::StatusOr<hub::ModelSource> source = hub::ParseModelSource(request->source());
   if (!source.ok()) return ToGrpcStatus(source.status());
   absl::StatusOr<runtime::ModelEstimate> e;
@@ -153,6 +169,7 @@ grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
 grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
                                         const df11::v1::GenerateRequest* request,
                                         grpc::ServerWriter<df11::v1::GenerateResponse>* writer) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (request->model().empty()) return ToGrpcStatus(absl::InvalidArgumentError("model: empty"));
   // A catalog model that is not resident is loaded now, within the call's deadline.
   const absl::Time deadline =
@@ -216,9 +233,10 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
   }
 }
 
-grpc::Status ModelHostService::GetNodeStatus(grpc::ServerContext*,
+grpc::Status ModelHostService::GetNodeStatus(grpc::ServerContext* context,
                                              const df11::v1::GetNodeStatusRequest*,
                                              df11::v1::NodeStatus* response) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   *response = ToProto(node_.Status());
   return grpc::Status::OK;
 }
@@ -226,6 +244,7 @@ grpc::Status ModelHostService::GetNodeStatus(grpc::ServerContext*,
 grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
                                                const df11::v1::WatchNodeStatusRequest* request,
                                                grpc::ServerWriter<df11::v1::NodeStatus>* writer) {
+  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   const double interval = request->interval_seconds();
   if (absl::Status s = ValidSeconds("interval_seconds", interval); !s.ok()) return ToGrpcStatus(s);
   const absl::Duration every =

@@ -37,6 +37,9 @@ class ModelHostService final : public df11::v1::ModelHost::Service {
                                grpc::ServerWriter<df11::v1::NodeStatus>* writer) override;
 
  private:
+  // The caller of `context` (its authorization metadata), or UNAUTHENTICATED.
+  grpc::Status Authorize(const grpc::ServerContext& context) const;
+
   Node& node_;
 };
 

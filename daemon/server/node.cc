@@ -71,6 +71,13 @@ absl::StatusOr<std::pair<std::unique_ptr<runtime::Backend>, std::string>> MakeBa
 
 }  // namespace
 
+absl::StatusOr<Caller> Node::Authenticate(std::optional<absl::string_view> authorization) const {
+  if (auth_ == nullptr) {
+    return Caller{.token_name = "", .tenant = "shared", .role = config::Role::kAdmin};
+  }
+  return auth_->Authenticate(authorization);
+}
+
 absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config) {
   if (config.devices.size() != 1) {
     return absl::InvalidArgumentError(
@@ -78,7 +85,23 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
                      "GPU); ",
                      config.devices.size(), " were configured"));
   }
+  if (config.auth_tokens_file.empty() && !config.insecure) {
+    for (const auto& [field, address] : {std::pair{"listen.grpc", config.grpc_listen},
+                                         std::pair{"listen.http", config.http_listen}}) {
+      if (address.empty() || config::IsLoopbackAddress(address)) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          field, " ", address,
+          " reaches beyond this machine, and without auth.tokens_file anyone there could load, "
+          "unload and generate; set auth.tokens_file, or insecure: true to accept that"));
+    }
+  }
   std::unique_ptr<Node> node(new Node(config));
+  if (!config.auth_tokens_file.empty()) {
+    DF11_ASSIGN_OR_RETURN(node->auth_, Authenticator::Create(config.auth_tokens_file));
+  } else if (config.insecure) {
+    Log("warning: insecure: true and no auth.tokens_file: every caller that reaches the listen "
+        "addresses may load, unload and generate (df11_insecure is 1 on /metrics)");
+  }
   node->metrics_ = std::make_unique<metrics::Metrics>();
   DF11_ASSIGN_OR_RETURN(auto backend, MakeBackend(config));
   node->backend_ = std::move(backend.first);

@@ -28,6 +28,7 @@
 #include "daemon/registry/registry.h"
 #include "daemon/runtime/backend.h"
 #include "daemon/scheduler/scheduler.h"
+#include "daemon/server/auth.h"
 
 namespace df11::server {
 
@@ -47,8 +48,10 @@ struct UnloadOutcome {
 class Node {
  public:
   // kFailedPrecondition for a device this build or machine cannot serve (a build without CUDA, no
-  // such GPU); kInvalidArgument for more than one device; the CUDA backend's errors for a budget
-  // that does not fit (kInvalidArgument) or that the GPU cannot give (kResourceExhausted).
+  // such GPU), or for a listen address beyond loopback with no auth.tokens_file and no
+  // `insecure: true`; kInvalidArgument for more than one device or a bad tokens file; the CUDA
+  // backend's errors for a budget that does not fit (kInvalidArgument) or that the GPU cannot give
+  // (kResourceExhausted).
   static absl::StatusOr<std::unique_ptr<Node>> Create(const config::Config& config);
   ~Node();
 
@@ -97,6 +100,11 @@ class Node {
   }
 
   const config::Config& config() const { return config_; }
+
+  // The caller of a gRPC call or HTTP request from its authorization header (nullopt: none), the
+  // one check both front ends make. Without auth.tokens_file every caller is an admin of the
+  // shared tenant; with it, UNAUTHENTICATED unless the header carries a listed token.
+  absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization) const;
   // The hub settings: the config's, else the environment's (HF_ENDPOINT, HF_TOKEN, ...).
   const hub::HubSettings& hub_settings() const { return hub_settings_; }
   registry::Registry& registry() { return *registry_; }
@@ -117,6 +125,7 @@ class Node {
   std::optional<config::ModelSpec> FindInCatalog(const std::string& name) const;
 
   const config::Config config_;
+  std::unique_ptr<Authenticator> auth_;  // null without auth.tokens_file
   const hub::HubSettings hub_settings_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<runtime::Backend> backend_;

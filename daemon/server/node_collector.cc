@@ -52,6 +52,11 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
                      "(waiting_lora_adapters) and how many models the node can hold now "
                      "(max_lora); the value is when these last changed (Unix seconds)");
 
+  auto insecure = Gauges("df11_insecure",
+                         "1 when callers beyond loopback need no token (insecure: true and no "
+                         "auth.tokens_file)");
+  Add(insecure, {}, node_.config().insecure && node_.config().auth_tokens_file.empty() ? 1.0 : 0.0);
+
   uint64_t kv = 0, kv_room = 0;
   for (const registry::DeviceMemory& d : status.devices) {
     for (const auto& [kind, value] :
@@ -148,7 +153,7 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
   Add(kv_usage, {}, usage);
   Add(gpu_kv_usage, {}, usage);
   return {device_bytes, model_bytes, model_up,     queued,       running, waiting_all,
-          running_all,  kv_usage,    gpu_kv_usage, cache_config, lora};
+          running_all,  kv_usage,    gpu_kv_usage, cache_config, lora,    insecure};
 }
 
 }  // namespace df11::server

@@ -657,7 +657,7 @@ TEST_F(Df11ctlTest, EveryCommandHasHelp) {
   }
   const Output top = RunWithEnv({"--help"}, nullptr);
   EXPECT_EQ(top.code, kExitOk);
-  EXPECT_THAT(top.out, HasSubstr("Usage: df11ctl [--addr HOST:PORT] COMMAND [ARGS...]"));
+  EXPECT_THAT(top.out, HasSubstr("Usage: df11ctl [--addr HOST:PORT] [--token-file FILE] COMMAND [ARGS...]"));
   EXPECT_THAT(top.out, HasSubstr("  generate   generate text with a resident model\n"));
 }
 

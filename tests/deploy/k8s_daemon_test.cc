@@ -95,6 +95,8 @@ TEST(K8sDaemonTest, EachOverlaysConfigurationMatchesTheDaemonSet) {
     EXPECT_TRUE(catalog_map["data"][fs::path(config->catalog_file).filename().string()])
         << config->catalog_file;
     EXPECT_EQ(fs::path(config->hub_token_file).parent_path(), MountPath(df11d, "hf-token"));
+    EXPECT_EQ(fs::path(config->auth_tokens_file).parent_path(), MountPath(df11d, "api-tokens"));
+    EXPECT_FALSE(config->metrics_need_token);  // the PodMonitor and the picker scrape openly
     EXPECT_EQ(config->hub_cache_dir, "");  // then $HF_HOME/hub
     EXPECT_EQ(Env(df11d, "HF_HOME"), MountPath(df11d, "hf-home"));
   }
@@ -153,6 +155,8 @@ TEST(K8sDaemonTest, TheProbesGetTheAnswersTheyExpect) {
   config["hub"]["endpoint"] = hub.endpoint();
   config["hub"]["cache_dir"] = dir + "/hub";
   config["hub"]["token_file"] = dir + "/no-secret/token";
+  config["auth"]["tokens_file"] = dir + "/tokens.yaml";  // the probes need no token
+  std::ofstream(dir + "/tokens.yaml") << "tokens: []\n";
   std::ofstream(dir + "/catalog.yaml") << "catalog: []\n";
 
   hub.SetLatency(400);  // the preload takes a few seconds

@@ -234,8 +234,10 @@ class RenderedManifestsTest(unittest.TestCase):
                 for v in volumes.values():
                     if "configMap" in v:
                         self.assertIn(v["configMap"]["name"], config_maps)
-                    if "secret" in v:  # created by the operator: must not block the pod
-                        self.assertTrue(v["secret"].get("optional"), v["name"])
+                    if "secret" in v:
+                        # The hub token is optional; without API tokens a pod must not serve.
+                        self.assertEqual(bool(v["secret"].get("optional")),
+                                         v["secret"]["secretName"] == "df11d-hf-token", v["name"])
                 ports = {}
                 for c in spec["containers"] + spec.get("initContainers", []):
                     for m in c.get("volumeMounts", []):

@@ -42,6 +42,9 @@ Commands:
   gpu-load-bench MODEL_DIR [--bf16 DIR] [--json]
                                 the CUDA backend: load to GPU-resident against the host-to-device
                                 copy, per-layer decode, models that fit in the budget
+  token new | token hash --name N --tenant T [--role user|admin]
+                                API tokens for df11d's auth.tokens_file: a new one, or the
+                                tokens-file entry of one read from stdin
 
 Exit codes: 0 success, 1 failure, 2 bad command line, 3 verify found a difference.
 )";
@@ -71,6 +74,7 @@ int main(int argc, char** argv) {
   if (command == "devices") return RunDevices(args);
   if (command == "gpu-bench") return RunGpuBench(args);
   if (command == "gpu-load-bench") return RunGpuLoadBench(args);
+  if (command == "token") return RunToken(args);
   std::fprintf(stderr, "df11: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return kExitUsage;
 }

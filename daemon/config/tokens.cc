@@ -1,0 +1,127 @@
+#include "daemon/config/tokens.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace df11::config {
+namespace {
+
+absl::Status EntryError(size_t i, absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("tokens[", i, "].", field, ": ", what));
+}
+
+bool ParseHex(absl::string_view hex, std::array<uint8_t, 32>& out) {
+  if (hex.size() != 64) return false;
+  for (size_t i = 0; i < 32; ++i) {
+    uint8_t byte = 0;
+    for (char c : hex.substr(2 * i, 2)) {
+      const char l = absl::ascii_tolower(c);
+      if (!absl::ascii_isxdigit(l)) return false;
+      byte = static_cast<uint8_t>(byte * 16 + (absl::ascii_isdigit(l) ? l - '0' : l - 'a' + 10));
+    }
+    out[i] = byte;
+  }
+  return true;
+}
+
+// Tenant names appear in metric labels and logs: lower-case letters, digits, '-' and '_'.
+bool ValidTenant(absl::string_view t) {
+  if (t.empty() || t.size() > 63) return false;
+  for (char c : t) {
+    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '-' && c != '_') return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<TokenEntry>> ParseTokensNode(const YAML::Node& root) {
+  if (!root.IsMap()) return absl::InvalidArgumentError("must be a mapping with a tokens: list");
+  for (const auto& kv : root) {
+    if (kv.first.as<std::string>() != "tokens") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kv.first.as<std::string>(), ": unknown field (known: tokens)"));
+    }
+  }
+  const YAML::Node list = root["tokens"];
+  if (!list.IsDefined() || list.IsNull()) return std::vector<TokenEntry>{};
+  if (!list.IsSequence()) return absl::InvalidArgumentError("tokens: must be a list");
+  std::vector<TokenEntry> out;
+  std::set<std::string> names;
+  std::set<std::array<uint8_t, 32>> hashes;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node e = list[i];
+    if (!e.IsMap()) return EntryError(i, "", "must be a mapping");
+    TokenEntry entry;
+    bool have_hash = false;
+    for (const auto& kv : e) {
+      const std::string key = kv.first.as<std::string>();
+      if (!kv.second.IsScalar()) return EntryError(i, key, "must be a string");
+      const std::string value = kv.second.Scalar();
+      if (key == "name") {
+        entry.name = value;
+      } else if (key == "sha256") {
+        if (!ParseHex(value, entry.sha256)) {
+          return EntryError(i, key, "must be 64 hex digits (df11 token hash prints them)");
+        }
+        have_hash = true;
+      } else if (key == "tenant") {
+        if (!ValidTenant(value)) {
+          return EntryError(i, key,
+                            absl::StrCat("\"", value, "\" is not 1-63 of a-z, 0-9, '-' and '_'"));
+        }
+        entry.tenant = value;
+      } else if (key == "role") {
+        if (value == "admin") {
+          entry.role = Role::kAdmin;
+        } else if (value != "user") {
+          return EntryError(i, key, absl::StrCat("\"", value, "\" is not admin or user"));
+        }
+      } else {
+        return EntryError(i, key, "unknown field (known: name, sha256, tenant, role)");
+      }
+    }
+    if (entry.name.empty()) return EntryError(i, "name", "is required");
+    if (!have_hash) return EntryError(i, "sha256", "is required");
+    if (entry.tenant.empty()) return EntryError(i, "tenant", "is required");
+    if (!names.insert(entry.name).second) {
+      return EntryError(i, "name", absl::StrCat("\"", entry.name, "\" is listed twice"));
+    }
+    if (!hashes.insert(entry.sha256).second) {
+      return EntryError(i, "sha256", "the same token is listed twice");
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::string_view RoleName(Role role) { return role == Role::kAdmin ? "admin" : "user"; }
+
+absl::StatusOr<std::vector<TokenEntry>> ParseTokens(absl::string_view yaml) {
+  try {
+    return ParseTokensNode(YAML::Load(std::string(yaml)));
+  } catch (const YAML::Exception& e) {  // not YAML, or a key that is not a string
+    return absl::InvalidArgumentError(absl::StrCat("not a tokens file: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::vector<TokenEntry>> LoadTokensFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read tokens file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<std::vector<TokenEntry>> tokens = ParseTokens(text.str());
+  if (!tokens.ok()) {
+    return absl::Status(tokens.status().code(),
+                        absl::StrCat(path, ": ", tokens.status().message()));
+  }
+  return tokens;
+}
+
+}  // namespace df11::config

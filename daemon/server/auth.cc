@@ -1,0 +1,128 @@
+#include "daemon/server/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/server/log.h"
+
+namespace df11::server {
+namespace {
+
+std::array<uint8_t, 32> Sha256(absl::string_view text) {
+  std::array<uint8_t, 32> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
+  return digest;
+}
+
+std::optional<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::string Sha256Hex(absl::string_view text) {
+  const std::array<uint8_t, 32> digest = Sha256(text);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+}
+
+absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
+    const std::string& tokens_file) {
+  const std::optional<std::string> text = ReadFile(tokens_file);
+  if (!text) return absl::NotFoundError(absl::StrCat("cannot read auth.tokens_file ", tokens_file));
+  absl::StatusOr<std::vector<config::TokenEntry>> tokens = config::ParseTokens(*text);
+  if (!tokens.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auth.tokens_file ", tokens_file, ": ", tokens.status().message()));
+  }
+  std::unique_ptr<Authenticator> auth(new Authenticator(tokens_file));
+  {
+    absl::MutexLock lock(&auth->mu_);
+    auth->tokens_ = *std::move(tokens);
+    auth->text_ = *text;
+  }
+  auth->watcher_ = std::thread([a = auth.get()] {
+    for (;;) {
+      {
+        absl::MutexLock lock(&a->mu_);
+        if (a->mu_.AwaitWithTimeout(absl::Condition(&a->stopping_), absl::Seconds(2))) return;
+      }
+      a->Reload();
+    }
+  });
+  return auth;
+}
+
+Authenticator::~Authenticator() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  watcher_.join();
+}
+
+void Authenticator::Reload() {
+  const std::optional<std::string> text = ReadFile(path_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (text && *text == text_) return;
+  }
+  if (!text) {
+    Log(absl::StrCat("auth.tokens_file ", path_, " cannot be read; keeping the previous tokens"));
+    return;
+  }
+  absl::StatusOr<std::vector<config::TokenEntry>> tokens = config::ParseTokens(*text);
+  absl::MutexLock lock(&mu_);
+  text_ = *text;  // a bad file is reported once, not every 2 s
+  if (!tokens.ok()) {
+    Log(absl::StrCat("auth.tokens_file ", path_,
+                     ": keeping the previous tokens: ", tokens.status().message()));
+    return;
+  }
+  tokens_ = *std::move(tokens);
+  Log(absl::StrCat("auth.tokens_file ", path_, ": ", tokens_.size(), " tokens"));
+}
+
+absl::StatusOr<Caller> Authenticator::Authenticate(
+    std::optional<absl::string_view> authorization) const {
+  if (!authorization) {
+    return absl::UnauthenticatedError("no authorization header: send \"Bearer TOKEN\"");
+  }
+  // RFC 6750: the scheme is case-insensitive, then one space, then the token (no whitespace).
+  constexpr absl::string_view kScheme = "bearer ";
+  const absl::string_view value = *authorization;
+  if (value.size() <= kScheme.size() ||
+      !absl::EqualsIgnoreCase(value.substr(0, kScheme.size()), kScheme)) {
+    return absl::UnauthenticatedError("malformed authorization header: expected \"Bearer TOKEN\"");
+  }
+  const absl::string_view token = value.substr(kScheme.size());
+  for (char c : token) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) {
+      return absl::UnauthenticatedError(
+          "malformed authorization header: expected \"Bearer TOKEN\"");
+    }
+  }
+  const std::array<uint8_t, 32> digest = Sha256(token);
+  absl::MutexLock lock(&mu_);
+  // Every entry is compared, whatever matches, so the time taken says nothing about the tokens.
+  const config::TokenEntry* found = nullptr;
+  for (const config::TokenEntry& entry : tokens_) {
+    const bool match = CRYPTO_memcmp(entry.sha256.data(), digest.data(), digest.size()) == 0;
+    if (match) found = &entry;
+  }
+  if (found == nullptr) return absl::UnauthenticatedError("unknown token");
+  return Caller{.token_name = found->name, .tenant = found->tenant, .role = found->role};
+}
+
+}  // namespace df11::server

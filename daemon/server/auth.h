@@ -1,0 +1,64 @@
+// Who is calling df11d. With auth.tokens_file set, every gRPC call of df11.v1.ModelHost and every
+// HTTP request under /v1/ (and /metrics when auth.metrics is token) carries
+// `authorization: Bearer TOKEN`; the token's SHA-256 is compared, in constant time, with every
+// entry of the tokens file, which is read again when it changes. grpc.health.v1 stays open.
+//
+//   DF11_ASSIGN_OR_RETURN(auto auth, Authenticator::Create("/etc/df11d/tokens.yaml"));
+//   absl::StatusOr<Caller> caller = auth->Authenticate(header);  // UNAUTHENTICATED when not
+#ifndef DF11_DAEMON_SERVER_AUTH_H_
+#define DF11_DAEMON_SERVER_AUTH_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/config/tokens.h"
+
+namespace df11::server {
+
+// The token a call came with: its name (for logs), tenant and role.
+struct Caller {
+  std::string token_name;
+  std::string tenant;
+  config::Role role = config::Role::kUser;
+};
+
+class Authenticator {
+ public:
+  // Reads `tokens_file` (an error stops the start) and watches it: a change takes effect within
+  // 2 s; a file that turns invalid or unreadable keeps the previous tokens, and says so in the log.
+  static absl::StatusOr<std::unique_ptr<Authenticator>> Create(const std::string& tokens_file);
+  Authenticator(const Authenticator&) = delete;
+  Authenticator& operator=(const Authenticator&) = delete;
+  ~Authenticator();
+
+  // `authorization`: the header's value, nullopt when the call has none. UNAUTHENTICATED for a
+  // missing, malformed or unknown token; the message says which, and nothing else.
+  absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization) const;
+
+  // Reads the file again if its text changed (the watcher does this every 2 s).
+  void Reload();
+
+ private:
+  explicit Authenticator(std::string path) : path_(std::move(path)) {}
+
+  const std::string path_;
+  mutable absl::Mutex mu_;
+  std::vector<config::TokenEntry> tokens_ ABSL_GUARDED_BY(mu_);
+  std::string text_ ABSL_GUARDED_BY(mu_);  // the file's text when last read
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread watcher_;
+};
+
+// SHA-256 of `text`, as the tokens file stores it (64 lower-case hex digits).
+std::string Sha256Hex(absl::string_view text);
+
+}  // namespace df11::server
+
+#endif  // DF11_DAEMON_SERVER_AUTH_H_
