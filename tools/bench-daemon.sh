@@ -20,6 +20,7 @@ cat >"$work/config.yaml" <<YAML
 listen: {grpc: "127.0.0.1:0", http: "127.0.0.1:0"}
 preload: []
 catalog: [{source: "$source", name: bench-catalog, keep_alive: 0s}]
+model_roots: ["$(dirname "$source")"]   # daemon-bench loads the model itself too
 limits: {queue_size: 1024}
 YAML
 build/daemon/df11d --config "$work/config.yaml" --port-file "$work/ports.json" \

@@ -333,7 +333,33 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
     return FieldError("auth.metrics", absl::StrCat("\"", metrics, "\" is not open or token"));
   }
   c.metrics_need_token = metrics == "token";
+  std::string user_loads = c.user_loads_catalog_only ? "catalog" : "any";
+  DF11_RETURN_IF_ERROR(ReadString(auth, "user_loads", user_loads));
+  if (user_loads != "any" && user_loads != "catalog") {
+    return FieldError("auth.user_loads",
+                      absl::StrCat("\"", user_loads, "\" is not any or catalog"));
+  }
+  c.user_loads_catalog_only = user_loads == "catalog";
   DF11_RETURN_IF_ERROR(auth.CheckNoUnknownKeys());
+  // By default the models/ folder beside the configuration, where the demo model is.
+  std::vector<std::string> roots = {"models"};
+  if (const YAML::Node n = top.Get("model_roots"); Present(n)) {
+    if (!n.IsSequence()) return FieldError("model_roots", "must be a list of directories");
+    roots.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      const std::string path = absl::StrCat("model_roots[", i, "]");
+      DF11_ASSIGN_OR_RETURN(std::string dir, ReadString(n[i], path));
+      if (dir.empty()) return FieldError(path, "must not be empty");
+      roots.push_back(std::move(dir));
+    }
+  }
+  c.model_roots.clear();
+  for (const std::string& dir : roots) {
+    c.model_roots.push_back(
+        std::filesystem::path(dir).is_absolute() || base_dir.empty()
+            ? dir
+            : (std::filesystem::path(base_dir) / dir).lexically_normal().string());
+  }
   DF11_RETURN_IF_ERROR(ReadBool(top, "insecure", c.insecure));
 
   return top.CheckNoUnknownKeys();
@@ -544,7 +570,12 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "auth" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "tokens_file" << YAML::Value << c.auth_tokens_file;
   out << YAML::Key << "metrics" << YAML::Value << (c.metrics_need_token ? "token" : "open");
+  out << YAML::Key << "user_loads" << YAML::Value
+      << (c.user_loads_catalog_only ? "catalog" : "any");
   out << YAML::EndMap;
+  out << YAML::Key << "model_roots" << YAML::Value << YAML::BeginSeq;
+  for (const std::string& r : c.model_roots) out << r;
+  out << YAML::EndSeq;
   out << YAML::Key << "insecure" << YAML::Value << c.insecure;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

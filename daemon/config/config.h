@@ -99,7 +99,13 @@ struct Config {
   // which is refused on a non-loopback listen address unless `insecure` says so.
   std::string auth_tokens_file;
   bool metrics_need_token = false;  // auth.metrics: token (else open, for Prometheus)
+  bool user_loads_catalog_only = false;  // auth.user_loads: catalog (else any)
   bool insecure = false;
+
+  // The directories a LoadModel or EstimateModel request may name a local source under (after
+  // resolving symlinks and ".."), with every file below it; relative to the config file. The
+  // configuration's own preload and catalog are the operator's, and not confined.
+  std::vector<std::string> model_roots;
 };
 
 // Whether HOST:PORT listens on loopback only (127.0.0.0/8, ::1, localhost) or on a unix socket.

@@ -8,6 +8,7 @@
 #include "daemon/runtime/estimate.h"
 #include "daemon/server/generate_request.h"
 #include "daemon/server/log.h"
+#include "daemon/server/model_roots.h"
 #include "daemon/server/proto_conversion.h"
 #include "daemon/server/status_conversion.h"
 
@@ -30,20 +31,26 @@ absl::Status ValidSeconds(const char* field, double seconds) {
 
 }  // namespace
 
-grpc::Status ModelHostService::Authorize(const grpc::ServerContext& context) const {
+grpc::Status ModelHostService::Authorize(const grpc::ServerContext& context, Caller* caller) const {
   std::optional<absl::string_view> header;
   const auto& metadata = context.client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     header = absl::string_view(it->second.data(), it->second.size());
   }
-  absl::StatusOr<Caller> caller = node_.Authenticate(header);
-  return caller.ok() ? grpc::Status::OK : ToGrpcStatus(caller.status());
+  absl::StatusOr<Caller> found = node_.Authenticate(header);
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (caller != nullptr) *caller = *std::move(found);
+  return grpc::Status::OK;
 }
 
 grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
                                          const df11::v1::LoadModelRequest* request,
                                          grpc::ServerWriter<df11::v1::LoadModelProgress>* writer) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  Caller caller;
+  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
+  if (absl::Status s = node_.CheckLoadSource(request->source(), caller); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   if (absl::Status s = ValidSeconds("keep_alive_seconds", request->keep_alive_seconds()); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -142,6 +149,9 @@ grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
                                              const df11::v1::EstimateModelRequest* request,
                                              df11::v1::EstimateModelResponse* response) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  if (absl::Status s = CheckModelRoots(request->source(), node_.config().model_roots); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<hub::ModelSource> source = hub::ParseModelSource(request->source());
   if (!source.ok()) return ToGrpcStatus(source.status());
   absl::StatusOr<runtime::ModelEstimate> e;

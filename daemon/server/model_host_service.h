@@ -37,8 +37,9 @@ class ModelHostService final : public df11::v1::ModelHost::Service {
                                grpc::ServerWriter<df11::v1::NodeStatus>* writer) override;
 
  private:
-  // The caller of `context` (its authorization metadata), or UNAUTHENTICATED.
-  grpc::Status Authorize(const grpc::ServerContext& context) const;
+  // Finds the caller of `context` (its authorization metadata) and sets `caller` when not null;
+  // UNAUTHENTICATED when there is none.
+  grpc::Status Authorize(const grpc::ServerContext& context, Caller* caller = nullptr) const;
 
   Node& node_;
 };

@@ -16,6 +16,7 @@
 #include "daemon/runtime/cuda_backend.h"
 #endif
 #include "daemon/server/log.h"
+#include "daemon/server/model_roots.h"
 
 namespace df11::server {
 
@@ -76,6 +77,20 @@ absl::StatusOr<Caller> Node::Authenticate(std::optional<absl::string_view> autho
     return Caller{.token_name = "", .tenant = "shared", .role = config::Role::kAdmin};
   }
   return auth_->Authenticate(authorization);
+}
+
+absl::Status Node::CheckLoadSource(const std::string& source, const Caller& caller) const {
+  DF11_RETURN_IF_ERROR(CheckModelRoots(source, config_.model_roots));
+  if (config_.user_loads_catalog_only && caller.role != config::Role::kAdmin) {
+    const std::vector<config::ModelSpec> catalog = Catalog();
+    if (std::none_of(catalog.begin(), catalog.end(),
+                     [&](const config::ModelSpec& m) { return m.source == source; })) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "auth.user_loads is catalog: a user token may load only the catalog's models, and ",
+          source, " is not one of them"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config) {

@@ -105,6 +105,10 @@ class Node {
   // one check both front ends make. Without auth.tokens_file every caller is an admin of the
   // shared tenant; with it, UNAUTHENTICATED unless the header carries a listed token.
   absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization) const;
+  // Whether `caller` may LoadModel `source`: under model_roots (model_roots.h), and, with
+  // auth.user_loads: catalog, a catalog entry's source unless the caller is an admin.
+  // PERMISSION_DENIED saying which rule.
+  absl::Status CheckLoadSource(const std::string& source, const Caller& caller) const;
   // The hub settings: the config's, else the environment's (HF_ENDPOINT, HF_TOKEN, ...).
   const hub::HubSettings& hub_settings() const { return hub_settings_; }
   registry::Registry& registry() { return *registry_; }

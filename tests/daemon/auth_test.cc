@@ -23,21 +23,26 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "tests/daemon/daemon_process.h"
+#include "tests/testing/status_matchers.h"
 
 namespace df11 {
 namespace {
 
 namespace fs = std::filesystem;
+using ::df11::testing::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr char kToken[] = "df11_team-a-secret";
 constexpr char kOtherToken[] = "df11_rotated-secret";
+constexpr char kAdminToken[] = "df11_ops-secret";
 
+// The tokens file with `token` (a user of team-a, named `name`) and the ops admin token.
 void WriteTokens(const std::string& path, const std::string& token, const std::string& name) {
   // Written whole and renamed, as a Kubernetes Secret volume swaps its files.
   std::ofstream(path + ".tmp") << "tokens:\n  - {name: " << name
                                << ", sha256: " << server::Sha256Hex(token)
-                               << ", tenant: team-a, role: user}\n";
+                               << ", tenant: team-a, role: user}\n  - {name: ops, sha256: "
+                               << server::Sha256Hex(kAdminToken) << ", tenant: ops, role: admin}\n";
   fs::rename(path + ".tmp", path);
 }
 
@@ -49,11 +54,12 @@ class AuthTest : public ::testing::Test {
     dir_ = new std::string(testing::MakeTempDir());
     WriteTokens(*dir_ + "/tokens.yaml", kToken, "ci");
     daemon_ = new testing::DaemonProcess();
-    const absl::Status started =
-        daemon_->Start(absl::StrCat("preload: [{source: ", DemoDir(), ", name: demo}]\n",
-                                    "auth: {tokens_file: ", *dir_, "/tokens.yaml}\n",
-                                    "hub: {offline: true, cache_dir: ", *dir_, "/hub}\n"),
-                       *dir_);
+    const absl::Status started = daemon_->Start(
+        absl::StrCat("preload: [{source: ", DemoDir(), ", name: demo}]\n",
+                     "catalog: [{source: ", DemoDir(), ", name: demo-catalog}]\n",
+                     "auth: {tokens_file: ", *dir_, "/tokens.yaml, user_loads: catalog}\n",
+                     "hub: {offline: true, cache_dir: ", *dir_, "/hub}\n"),
+        *dir_);
     ASSERT_TRUE(started.ok()) << started;  // its health check answered without a token
   }
   static void TearDownTestSuite() {
@@ -127,10 +133,8 @@ TEST_F(AuthTest, EveryRpcWithoutAGoodTokenIsUnauthenticated) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(response.models_size(), 0);
   // Refused calls changed nothing: demo is still there, and demo-2 was never loaded.
-  absl::StatusOr<v1::ListModelsResponse> models = Client(kToken)->ListModels();
-  ASSERT_TRUE(models.ok()) << models.status();
-  ASSERT_EQ(models->models_size(), 1);
-  EXPECT_EQ(models->models(0).name(), "demo");
+  EXPECT_TRUE(Client(kToken)->GetModel("demo").ok());
+  EXPECT_THAT(Client(kToken)->GetModel("demo-2").status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(AuthTest, AListedTokenIsServed) {
@@ -228,6 +232,35 @@ TEST_F(AuthTest, AChangedTokensFileTakesEffectWhileServing) {
     code = status_with(kToken);
   }
   EXPECT_EQ(code, absl::StatusCode::kOk);
+}
+
+TEST_F(AuthTest, LoadsStayInsideModelRootsAndUsersInsideTheCatalog) {
+  std::unique_ptr<client::Df11Client> user = Client(kToken), admin = Client(kAdminToken);
+  v1::LoadModelRequest load;
+  load.set_source("/etc");
+  for (client::Df11Client* c : {user.get(), admin.get()}) {
+    EXPECT_THAT(c->LoadModel(load, nullptr).status(),
+                StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("model_roots")));
+    EXPECT_THAT(c->EstimateModel("/etc").status(),
+                StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("model_roots")));
+  }
+  // auth.user_loads: catalog: a user loads the catalog's sources only; an admin anything inside
+  // the roots.
+  const std::string copy = *dir_ + "/demo-copy";
+  fs::copy(DemoDir(), copy, fs::copy_options::recursive);
+  load.set_source(copy);
+  load.set_name("copy");
+  EXPECT_THAT(user->LoadModel(load, nullptr).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("auth.user_loads")));
+  EXPECT_TRUE(admin->LoadModel(load, nullptr).ok());
+  load.set_source(DemoDir());
+  load.set_name("from-catalog");
+  EXPECT_TRUE(user->LoadModel(load, nullptr).ok());
+  for (const char* name : {"copy", "from-catalog"}) {
+    v1::UnloadModelRequest unload;
+    unload.set_name(name);
+    EXPECT_TRUE(admin->UnloadModel(unload).ok()) << name;
+  }
 }
 
 TEST(AuthConfigTest, BeyondLoopbackWithoutTokensNeedsInsecure) {

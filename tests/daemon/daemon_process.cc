@@ -75,6 +75,12 @@ absl::Status DaemonProcess::Start(const std::string& config_yaml, const std::str
   const std::string config = dir + "/config.yaml", ports = dir + "/ports.json",
                     log = dir + "/df11d.log";
   std::ofstream(config) << config_yaml;
+  // Tests make their models in the temporary directory; the demo model is in the source tree.
+  if (config_yaml.find("model_roots:") == std::string::npos) {
+    std::ofstream(config, std::ios::app)
+        << "\nmodel_roots: [\"" << std::filesystem::temp_directory_path().string() << "\", \""
+        << DF11_SOURCE_DIR << "\"]\n";
+  }
   std::filesystem::remove(ports);
   const std::string binary = Df11dBinary();
   pid_ = fork();

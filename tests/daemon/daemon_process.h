@@ -25,8 +25,10 @@ class DaemonProcess {
   ~DaemonProcess();
 
   // Writes `config_yaml` to `dir`/config.yaml and starts df11d on it, listening on free loopback
-  // ports; returns once the ports are known and grpc.health.v1 reports SERVING (preloads done),
-  // or an error after 60 s. The daemon's log goes to `dir`/df11d.log.
+  // ports (unless it names model_roots, LoadModel may read the system temporary directory and the
+  // source tree, where tests keep their models); returns once the ports are known and
+  // grpc.health.v1 reports SERVING (preloads done), or an error after 60 s. The daemon's log goes
+  // to `dir`/df11d.log.
   absl::Status Start(const std::string& config_yaml, const std::string& dir);
   // Sends SIGTERM and waits (up to 60 s) for the exit; returns the exit code, or -1 if it had to
   // be killed or died of a signal.
