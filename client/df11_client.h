@@ -40,15 +40,26 @@ struct CallOptions {
   absl::Duration timeout = absl::InfiniteDuration();
 };
 
+// How to reach the daemon: a token, and TLS.
+struct ConnectOptions {
+  std::string token;          // sent with every call as `authorization: Bearer TOKEN`
+  std::string tls_ca_file;    // TLS: PEM CA the daemon's certificate must chain to ("" with a
+                              //   client certificate: the system's roots)
+  std::string tls_cert_file;  // mutual TLS: this client's certificate chain and key (PEM)
+  std::string tls_key_file;
+  bool tls() const { return !tls_ca_file.empty() || !tls_cert_file.empty(); }
+};
+
 // Thread-safe: calls may run concurrently from several threads on one client.
 class Df11Client {
  public:
   // A client of the daemon at `address` (HOST:PORT, or any gRPC target such as unix:PATH), over a
   // plaintext channel. Connecting is lazy: an unreachable daemon shows as kUnavailable on the first
-  // call. kInvalidArgument for an empty address. A non-empty `token` goes with every call as
-  // `authorization: Bearer TOKEN` (a daemon with auth.tokens_file needs one).
+  // call. kInvalidArgument for an empty address or a TLS file that cannot be read. TLS when
+  // `options` names a CA or a client certificate; a daemon with auth.tokens_file needs a token
+  // (or, under mutual TLS, a certificate its tokens file lists).
   static absl::StatusOr<std::unique_ptr<Df11Client>> Connect(const std::string& address,
-                                                             const std::string& token = "");
+                                                             const ConnectOptions& options = {});
 
   // A client over an existing channel (tests, custom credentials).
   explicit Df11Client(std::shared_ptr<grpc::Channel> channel, std::string token = "");

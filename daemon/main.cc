@@ -124,6 +124,9 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // A client that hangs up mid-response is an error on that connection (TLS writes with write(2),
+  // which raises SIGPIPE), never the end of the daemon.
+  signal(SIGPIPE, SIG_IGN);
   // Signals go to the thread that waits for them, never to a worker in the middle of its work.
   sigset_t signals;
   sigemptyset(&signals);
@@ -139,7 +142,10 @@ int main(int argc, char** argv) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(config->grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(config->grpc_listen,
+                           (*node)->tls() != nullptr ? (*node)->tls()->GrpcCredentials()
+                                                     : grpc::InsecureServerCredentials(),
+                           &grpc_port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config->max_request_bytes));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

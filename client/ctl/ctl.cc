@@ -2,6 +2,7 @@
 #include "client/ctl/ctl.h"
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -23,6 +24,9 @@ Common options:
   --addr HOST:PORT    the daemon (default: $DF11_ADDR, else 127.0.0.1:7411)
   --token-file FILE   send the token in FILE (default: $DF11_TOKEN, if set), for a daemon
                       with auth.tokens_file
+  --tls-ca FILE       TLS: the CA (PEM) the daemon's certificate chains to
+  --tls-cert FILE --tls-key FILE
+                      mutual TLS: this client's certificate and key (PEM)
   --json              machine-readable output: the reply as one line of JSON
   --help              this help
 
@@ -91,6 +95,7 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
   std::string address =
       env_address != nullptr && *env_address != '\0' ? env_address : kDefaultAddress;
   std::optional<std::string> token_file;
+  std::map<std::string, std::string> global_tls;  // --tls-* given before the command
   // Global options come before the command.
   size_t i = 0;
   for (; i < args.size() && absl::StartsWith(args[i], "-"); ++i) {
@@ -104,6 +109,9 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
       address = args[++i];
     } else if (absl::StartsWith(a, "--addr=")) {
       address = a.substr(7);
+    } else if (a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key") {
+      if (i + 1 >= args.size()) return GlobalUsageError(console, a + " needs a value");
+      global_tls[a.substr(2)] = args[++i];
     } else if (a == "--token-file") {
       if (i + 1 >= args.size()) return GlobalUsageError(console, "--token-file needs a value");
       token_file = args[++i];
@@ -133,7 +141,7 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
   }
 
   std::set<std::string> value_flags = command->value_flags;
-  value_flags.insert({"addr", "token-file"});
+  value_flags.insert({"addr", "token-file", "tls-ca", "tls-cert", "tls-key"});
   std::set<std::string> bool_flags = command->bool_flags;
   bool_flags.insert({"json", "help"});
   absl::StatusOr<cli::Args> parsed = cli::Args::Parse(rest, value_flags, bool_flags);
@@ -157,8 +165,18 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
     token = text.str();
   }
   token = std::string(absl::StripAsciiWhitespace(token));
+  client::ConnectOptions connect{.token = token};
+  for (auto [flag, out] :
+       {std::pair{"tls-ca", &connect.tls_ca_file}, std::pair{"tls-cert", &connect.tls_cert_file},
+        std::pair{"tls-key", &connect.tls_key_file}}) {
+    if (std::optional<std::string> v = parsed->Get(flag)) {
+      *out = *v;
+    } else if (auto it = global_tls.find(flag); it != global_tls.end()) {
+      *out = it->second;
+    }
+  }
   absl::StatusOr<std::unique_ptr<client::Df11Client>> client =
-      client::Df11Client::Connect(address, token);
+      client::Df11Client::Connect(address, connect);
   if (!client.ok()) return CommandUsageError(console, name, std::string(client.status().message()));
   Context context{.command = name,
                   .args = *parsed,

@@ -362,6 +362,24 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   }
   DF11_RETURN_IF_ERROR(ReadBool(top, "insecure", c.insecure));
 
+  Section tls(top.Get("tls"), "tls");
+  DF11_RETURN_IF_ERROR(tls.CheckIsMap());
+  for (auto [key, field] :
+       {std::pair{"cert_file", &c.tls_cert_file}, std::pair{"key_file", &c.tls_key_file},
+        std::pair{"client_ca_file", &c.tls_client_ca_file}}) {
+    DF11_RETURN_IF_ERROR(ReadString(tls, key, *field));
+    if (!field->empty() && !std::filesystem::path(*field).is_absolute() && !base_dir.empty()) {
+      *field = (std::filesystem::path(base_dir) / *field).lexically_normal().string();
+    }
+  }
+  DF11_RETURN_IF_ERROR(tls.CheckNoUnknownKeys());
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return FieldError("tls", "cert_file and key_file go together");
+  }
+  if (!c.tls_client_ca_file.empty() && c.tls_cert_file.empty()) {
+    return FieldError("tls.client_ca_file", "needs tls.cert_file and tls.key_file");
+  }
+
   return top.CheckNoUnknownKeys();
 }
 
@@ -576,6 +594,11 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "model_roots" << YAML::Value << YAML::BeginSeq;
   for (const std::string& r : c.model_roots) out << r;
   out << YAML::EndSeq;
+  out << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "cert_file" << YAML::Value << c.tls_cert_file;
+  out << YAML::Key << "key_file" << YAML::Value << c.tls_key_file;
+  out << YAML::Key << "client_ca_file" << YAML::Value << c.tls_client_ca_file;
+  out << YAML::EndMap;
   out << YAML::Key << "insecure" << YAML::Value << c.insecure;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

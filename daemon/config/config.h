@@ -106,6 +106,11 @@ struct Config {
   // resolving symlinks and ".."), with every file below it; relative to the config file. The
   // configuration's own preload and catalog are the operator's, and not confined.
   std::vector<std::string> model_roots;
+
+  // TLS on both listeners (tls.cert_file and tls.key_file, PEM), and mutual TLS with
+  // tls.client_ca_file: clients must present a certificate that chains to it. Relative to the
+  // config file; re-read when they change.
+  std::string tls_cert_file, tls_key_file, tls_client_ca_file;
 };
 
 // Whether HOST:PORT listens on loopback only (127.0.0.0/8, ::1, localhost) or on a unix socket.

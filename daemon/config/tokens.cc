@@ -53,11 +53,11 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokensNode(const YAML::Node& root) 
   std::vector<TokenEntry> out;
   std::set<std::string> names;
   std::set<std::array<uint8_t, 32>> hashes;
+  std::set<std::string> subjects;
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node e = list[i];
     if (!e.IsMap()) return EntryError(i, "", "must be a mapping");
     TokenEntry entry;
-    bool have_hash = false;
     for (const auto& kv : e) {
       const std::string key = kv.first.as<std::string>();
       if (!kv.second.IsScalar()) return EntryError(i, key, "must be a string");
@@ -68,7 +68,10 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokensNode(const YAML::Node& root) 
         if (!ParseHex(value, entry.sha256)) {
           return EntryError(i, key, "must be 64 hex digits (df11 token hash prints them)");
         }
-        have_hash = true;
+        entry.has_sha256 = true;
+      } else if (key == "subject") {
+        if (value.empty()) return EntryError(i, key, "must not be empty");
+        entry.subject = value;
       } else if (key == "tenant") {
         if (!ValidTenant(value)) {
           return EntryError(i, key,
@@ -82,17 +85,22 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokensNode(const YAML::Node& root) 
           return EntryError(i, key, absl::StrCat("\"", value, "\" is not admin or user"));
         }
       } else {
-        return EntryError(i, key, "unknown field (known: name, sha256, tenant, role)");
+        return EntryError(i, key, "unknown field (known: name, sha256, subject, tenant, role)");
       }
     }
     if (entry.name.empty()) return EntryError(i, "name", "is required");
-    if (!have_hash) return EntryError(i, "sha256", "is required");
+    if (entry.has_sha256 == !entry.subject.empty()) {
+      return EntryError(i, "sha256", "exactly one of sha256 (a token) and subject (a certificate)");
+    }
     if (entry.tenant.empty()) return EntryError(i, "tenant", "is required");
     if (!names.insert(entry.name).second) {
       return EntryError(i, "name", absl::StrCat("\"", entry.name, "\" is listed twice"));
     }
-    if (!hashes.insert(entry.sha256).second) {
+    if (entry.has_sha256 && !hashes.insert(entry.sha256).second) {
       return EntryError(i, "sha256", "the same token is listed twice");
+    }
+    if (!entry.subject.empty() && !subjects.insert(entry.subject).second) {
+      return EntryError(i, "subject", absl::StrCat("\"", entry.subject, "\" is listed twice"));
     }
     out.push_back(std::move(entry));
   }

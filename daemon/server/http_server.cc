@@ -10,7 +10,7 @@
 
 namespace df11::server {
 
-HttpServer::HttpServer() : server_(std::make_unique<httplib::Server>()) {}
+HttpServer::HttpServer(std::unique_ptr<httplib::Server> server) : server_(std::move(server)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     Node& node, std::vector<std::shared_ptr<prometheus::Collectable>> metrics) {
@@ -24,7 +24,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  std::unique_ptr<HttpServer> http(new HttpServer());
+  std::unique_ptr<httplib::Server> server;
+  if (TlsFiles* tls = node.tls(); tls != nullptr) {
+    auto https = std::make_unique<httplib::SSLServer>(
+        [tls](SSL_CTX& ctx) { return tls->SetUpHttpContext(ctx); });
+    if (!https->is_valid()) return absl::InternalError("cannot set up TLS for listen.http");
+    server = std::move(https);
+  } else {
+    server = std::make_unique<httplib::Server>();
+  }
+  std::unique_ptr<HttpServer> http(new HttpServer(std::move(server)));
   http->metrics_ = std::move(metrics);
   // Each request (a stream for as long as it lasts) holds a thread.
   const size_t threads = static_cast<size_t>(node.config().http_connections);
@@ -58,7 +67,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         std::optional<std::string> header;
         if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
         absl::StatusOr<Caller> caller =
-            node.Authenticate(header ? std::optional<absl::string_view>(*header) : std::nullopt);
+            node.Authenticate(header ? std::optional<absl::string_view>(*header) : std::nullopt,
+                              PeerSubject(req.ssl));
         if (caller.ok()) return httplib::Server::HandlerResponse::Unhandled;
         res.status = 401;
         res.set_header("WWW-Authenticate", "Bearer");

@@ -39,7 +39,7 @@ class HttpServer {
   int port() const { return port_; }
 
  private:
-  HttpServer();
+  explicit HttpServer(std::unique_ptr<httplib::Server> server);
   std::unique_ptr<httplib::Server> server_;
   std::vector<std::shared_ptr<prometheus::Collectable>> metrics_;
   std::thread listener_;

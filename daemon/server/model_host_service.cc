@@ -37,7 +37,12 @@ grpc::Status ModelHostService::Authorize(const grpc::ServerContext& context, Cal
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     header = absl::string_view(it->second.data(), it->second.size());
   }
-  absl::StatusOr<Caller> found = node_.Authenticate(header);
+  std::string subject;
+  if (const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context(); auth) {
+    const std::vector<grpc::string_ref> values = auth->FindPropertyValues("x509_subject");
+    if (!values.empty()) subject.assign(values[0].data(), values[0].size());
+  }
+  absl::StatusOr<Caller> found = node_.Authenticate(header, subject);
   if (!found.ok()) return ToGrpcStatus(found.status());
   if (caller != nullptr) *caller = *std::move(found);
   return grpc::Status::OK;

@@ -72,11 +72,12 @@ absl::StatusOr<std::pair<std::unique_ptr<runtime::Backend>, std::string>> MakeBa
 
 }  // namespace
 
-absl::StatusOr<Caller> Node::Authenticate(std::optional<absl::string_view> authorization) const {
+absl::StatusOr<Caller> Node::Authenticate(std::optional<absl::string_view> authorization,
+                                          absl::string_view subject) const {
   if (auth_ == nullptr) {
     return Caller{.token_name = "", .tenant = "shared", .role = config::Role::kAdmin};
   }
-  return auth_->Authenticate(authorization);
+  return auth_->Authenticate(authorization, subject);
 }
 
 absl::Status Node::CheckLoadSource(const std::string& source, const Caller& caller) const {
@@ -111,6 +112,9 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
     }
   }
   std::unique_ptr<Node> node(new Node(config));
+  if (!config.tls_cert_file.empty()) {
+    DF11_ASSIGN_OR_RETURN(node->tls_, TlsFiles::Create(config));
+  }
   if (!config.auth_tokens_file.empty()) {
     DF11_ASSIGN_OR_RETURN(node->auth_, Authenticator::Create(config.auth_tokens_file));
   } else if (config.insecure) {

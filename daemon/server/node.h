@@ -29,6 +29,7 @@
 #include "daemon/runtime/backend.h"
 #include "daemon/scheduler/scheduler.h"
 #include "daemon/server/auth.h"
+#include "daemon/server/tls.h"
 
 namespace df11::server {
 
@@ -104,7 +105,10 @@ class Node {
   // The caller of a gRPC call or HTTP request from its authorization header (nullopt: none), the
   // one check both front ends make. Without auth.tokens_file every caller is an admin of the
   // shared tenant; with it, UNAUTHENTICATED unless the header carries a listed token.
-  absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization) const;
+  absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization,
+                                      absl::string_view subject = "") const;
+  // The listeners' TLS files (config tls:), null without TLS.
+  TlsFiles* tls() const { return tls_.get(); }
   // Whether `caller` may LoadModel `source`: under model_roots (model_roots.h), and, with
   // auth.user_loads: catalog, a catalog entry's source unless the caller is an admin.
   // PERMISSION_DENIED saying which rule.
@@ -130,6 +134,7 @@ class Node {
 
   const config::Config config_;
   std::unique_ptr<Authenticator> auth_;  // null without auth.tokens_file
+  std::unique_ptr<TlsFiles> tls_;        // null without tls.cert_file
   const hub::HubSettings hub_settings_;
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<runtime::Backend> backend_;

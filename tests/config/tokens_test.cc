@@ -30,6 +30,11 @@ TEST(TokensTest, EntriesReadAsWritten) {
   EXPECT_EQ((*tokens)[0].sha256[31], 0x08);
   EXPECT_EQ((*tokens)[1].role, Role::kAdmin);
   EXPECT_EQ((*tokens)[1].sha256[0], 0x60);  // upper-case hex too
+  absl::StatusOr<std::vector<TokenEntry>> by_subject =
+      ParseTokens(File("  - {name: batch, subject: \"CN=batch,O=Example\", tenant: b}\n"));
+  ASSERT_TRUE(by_subject.ok()) << by_subject.status();
+  EXPECT_EQ((*by_subject)[0].subject, "CN=batch,O=Example");
+  EXPECT_FALSE((*by_subject)[0].has_sha256);
   EXPECT_EQ(RoleName(Role::kAdmin), "admin");
   // No entries: nobody may call.
   EXPECT_TRUE(ParseTokens("tokens: []\n")->empty());
@@ -47,7 +52,11 @@ TEST(TokensTest, MalformedEntriesAreRefusedNamingTheField) {
       {"tokenz: []", "tokenz: unknown field"},
       {File("  - just-a-string\n"), "tokens[0].: must be a mapping"},
       {File("  - {sha256: " + ok_hash + ", tenant: a}\n"), "tokens[0].name: is required"},
-      {File("  - {name: a, tenant: a}\n"), "tokens[0].sha256: is required"},
+      {File("  - {name: a, tenant: a}\n"), "tokens[0].sha256: exactly one of sha256"},
+      {File("  - {name: a, sha256: " + ok_hash + ", subject: CN=a, tenant: a}\n"),
+       "exactly one of sha256"},
+      {File("  - {name: a, subject: CN=a, tenant: a}\n  - {name: b, subject: CN=a, tenant: b}\n"),
+       "tokens[1].subject: \"CN=a\" is listed twice"},
       {File("  - {name: a, sha256: " + ok_hash + "}\n"), "tokens[0].tenant: is required"},
       {File("  - {name: a, sha256: abc, tenant: a}\n"), "tokens[0].sha256: must be 64 hex"},
       {File("  - {name: a, sha256: " + std::string(63, 'a') + "g, tenant: a}\n"), "must be 64 hex"},

@@ -70,7 +70,7 @@ class AuthTest : public ::testing::Test {
   }
 
   static std::unique_ptr<client::Df11Client> Client(const std::string& token) {
-    return *client::Df11Client::Connect(daemon_->address(), token);
+    return *client::Df11Client::Connect(daemon_->address(), {.token = token});
   }
 
   static std::string* dir_;

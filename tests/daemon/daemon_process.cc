@@ -104,7 +104,7 @@ absl::Status DaemonProcess::Start(const std::string& config_yaml, const std::str
         http_port_ = j.value("http", 0);
       }
     }
-    if (grpc_port_ != 0 && HealthStatus(address()) == 1) return absl::OkStatus();
+    if (grpc_port_ != 0 && HealthStatus(address(), "", credentials_) == 1) return absl::OkStatus();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return absl::DeadlineExceededError("df11d did not become ready: " + ReadFile(log));
@@ -136,8 +136,10 @@ int DaemonProcess::Terminate() {
   return Wait();
 }
 
-int HealthStatus(const std::string& address, const std::string& service) {
-  grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+int HealthStatus(const std::string& address, const std::string& service,
+                 std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  grpc::GenericStub stub(grpc::CreateChannel(
+      address, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   grpc::CompletionQueue cq;

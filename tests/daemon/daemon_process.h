@@ -10,9 +10,11 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "grpcpp/security/credentials.h"
 
 namespace df11::testing {
 
@@ -38,6 +40,9 @@ class DaemonProcess {
   // Waits for the exit after SendTerm (as Terminate).
   int Wait();
 
+  // The credentials Start's health check uses (a daemon with TLS); plaintext by default.
+  void set_credentials(std::shared_ptr<grpc::ChannelCredentials> c) { credentials_ = std::move(c); }
+
   std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int http_port() const { return http_port_; }
   pid_t pid() const { return pid_; }
@@ -46,6 +51,7 @@ class DaemonProcess {
   pid_t pid_ = -1;
   int grpc_port_ = 0;
   int http_port_ = 0;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
 };
 
 // The df11d and df11ctl binaries: $DF11D_BINARY / $DF11CTL_BINARY when set (a GPU bundle runs the
@@ -54,8 +60,10 @@ std::string Df11dBinary();
 std::string Df11ctlBinary();
 
 // grpc.health.v1.Health/Check for `service` ("": the whole server): 1 SERVING, 2 NOT_SERVING,
-// -1 on error (an unknown service is NOT_FOUND). `service` is shorter than 128 bytes.
-int HealthStatus(const std::string& address, const std::string& service = "");
+// -1 on error (an unknown service is NOT_FOUND). `service` is shorter than 128 bytes. Plaintext
+// unless `credentials` are given.
+int HealthStatus(const std::string& address, const std::string& service = "",
+                 std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 // The encoded answer of server reflection to list_services (the service names appear in it as
 // plain strings); "" on error.
 std::string ReflectedServices(const std::string& address);
