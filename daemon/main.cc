@@ -2,12 +2,14 @@
 // Prometheus /metrics, loads the configured models, and drains on SIGTERM.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -127,6 +129,9 @@ int main(int argc, char** argv) {
   // A client that hangs up mid-response is an error on that connection (TLS writes with write(2),
   // which raises SIGPIPE), never the end of the daemon.
   signal(SIGPIPE, SIG_IGN);
+  // Files df11d writes into the hub cache stay writable by its group, which the node's other
+  // huggingface_hub users may share (deploy/k8s).
+  umask(002);
   // Signals go to the thread that waits for them, never to a worker in the middle of its work.
   sigset_t signals;
   sigemptyset(&signals);
@@ -179,10 +184,14 @@ int main(int argc, char** argv) {
   }
 
   (*node)->StartPreload();
+  // Turning ready and starting to drain exclude each other: a SIGTERM that arrives as the last
+  // preload ends must not be followed by SERVING.
+  std::mutex readiness;
   std::thread ready([&] {
     while (!(*node)->preload_done() && !(*node)->shutting_down()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    std::lock_guard lock(readiness);
     if (!(*node)->shutting_down()) {
       for (const char* service : kReadinessServices) health->SetServingStatus(service, true);
       Log("ready: every preloaded model has finished loading");
@@ -193,8 +202,11 @@ int main(int argc, char** argv) {
   sigwait(&signals, &signal);
   Log(absl::StrCat("received ", strsignal(signal), "; draining for up to ", config->drain_seconds,
                    " s"));
-  (*node)->BeginShutdown();
-  for (const char* service : kReadinessServices) health->SetServingStatus(service, false);
+  {
+    std::lock_guard lock(readiness);
+    (*node)->BeginShutdown();
+    for (const char* service : kReadinessServices) health->SetServingStatus(service, false);
+  }
   ready.join();
   const auto deadline =
       std::chrono::system_clock::now() +

@@ -15,8 +15,10 @@ cuda=13.0 suffix="" tag=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) cuda="" suffix="-cpu" ;;
-    --cuda) cuda="$2"; shift ;;
-    --tag) tag="$2"; shift ;;
+    --cuda|--tag)
+      [ $# -ge 2 ] || { echo "build-image.sh: $1 needs a value" >&2; exit 2; }
+      if [ "$1" = --cuda ]; then cuda="$2"; else tag="$2"; fi
+      shift ;;
     -h|--help) sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) echo "build-image.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -29,7 +31,7 @@ if command -v podman >/dev/null; then
   inspect=(podman image inspect --format '{{.Size}}')
 elif command -v buildah >/dev/null; then
   build=(buildah bud)
-  inspect=(buildah inspect --type image --format '{{.Docker.Size}}')
+  inspect=(buildah images --noheading --format '{{.Size}}')
 else
   echo "build-image.sh: needs podman or buildah (apt-get install podman)" >&2
   exit 1
@@ -38,4 +40,5 @@ fi
 echo "== building $tag (CUDA: ${cuda:-none}) from deploy/Containerfile"
 "${build[@]}" --file "$root/deploy/Containerfile" --build-arg "CUDA=$cuda" --tag "$tag" "$root"
 size=$("${inspect[@]}" "$tag" 2>/dev/null || echo 0)
-echo "== $tag: $(numfmt --to=iec --suffix=B "$size" 2>/dev/null || echo "$size bytes")"
+# podman reports bytes, buildah a human-readable size.
+echo "== $tag: $(numfmt --to=iec --suffix=B "$size" 2>/dev/null || echo "$size")"

@@ -35,8 +35,14 @@ if ! dpkg-query -W -f='${Status}' cuda-keyring 2>/dev/null | grep -q "install ok
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends ca-certificates curl
   keyring=$(mktemp --suffix=.deb)
+  # NVIDIA names the repositories of 64-bit ARM servers (GH200) sbsa.
+  case "$(dpkg --print-architecture)" in
+    amd64) arch=x86_64 ;;
+    arm64) arch=sbsa ;;
+    *) echo "install-cuda.sh: no CUDA repository for $(dpkg --print-architecture)" >&2; exit 1 ;;
+  esac
   curl -fsSL -o "$keyring" \
-    https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb
+    "https://developer.download.nvidia.com/compute/cuda/repos/debian12/$arch/cuda-keyring_1.1-1_all.deb"
   dpkg -i "$keyring"
   rm -f "$keyring"
 fi

@@ -14,7 +14,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "daemon/config/config.h"
 #include "daemon/server/node.h"
 #include "daemon/server/node_collector.h"
@@ -89,6 +91,10 @@ TEST(K8sDaemonTest, EachOverlaysConfigurationMatchesTheDaemonSet) {
     }
     // In-flight streams get the whole drain, and the process time to exit after it.
     EXPECT_LE(config->drain_seconds + 10, pod["terminationGracePeriodSeconds"].as<double>());
+    // The listener closes when the drain begins; liveness must not give up before it ends.
+    const YAML::Node liveness = df11d["livenessProbe"];
+    EXPECT_LT(config->drain_seconds,
+              liveness["periodSeconds"].as<double>() * liveness["failureThreshold"].as<double>());
 
     // The catalog, the hub token and the cache are where the DaemonSet puts them.
     EXPECT_EQ(fs::path(config->catalog_file).parent_path(), MountPath(df11d, "catalog"));
@@ -192,7 +198,11 @@ TEST(K8sDaemonTest, TheDashboardQueriesMetricsDf11dExports) {
   ASSERT_TRUE(config.ok()) << config.status();
   absl::StatusOr<std::unique_ptr<server::Node>> node = server::Node::Create(*config);
   ASSERT_TRUE(node.ok()) << node.status();
-  // A family is exported once it has a sample.
+  // A family is exported once it has a sample: a resident model, and one of each event.
+  absl::StatusOr<registry::ModelInfo> demo = (*node)->registry().Load(
+      {.source = (fs::path(DF11_SOURCE_DIR) / "models" / "demo").string(), .name = "demo"},
+      [](const registry::LoadProgress&) { return true; });
+  ASSERT_TRUE(demo.ok()) << demo.status();
   metrics::Metrics& m = (*node)->metrics();
   m.RequestFinished("demo", "ok");
   m.TokensGenerated("demo", 1);
@@ -201,39 +211,80 @@ TEST(K8sDaemonTest, TheDashboardQueriesMetricsDf11dExports) {
   m.ModelLoad("ok", 1);
   m.ModelEvicted("demo");
   m.ModelSwap("cpu");
-  std::map<std::string, prometheus::MetricType> families;
-  for (const auto& f : m.registry()->Collect()) families[f.name] = f.type;
-  for (const auto& f : server::NodeCollector(**node).Collect()) families[f.name] = f.type;
+  // Each family's type and label names.
+  std::map<std::string, std::pair<prometheus::MetricType, std::set<std::string>>> families;
+  auto add = [&](const std::vector<prometheus::MetricFamily>& collected) {
+    for (const prometheus::MetricFamily& f : collected) {
+      families[f.name].first = f.type;
+      for (const prometheus::ClientMetric& sample : f.metric) {
+        for (const prometheus::ClientMetric::Label& l : sample.label) {
+          families[f.name].second.insert(l.name);
+        }
+      }
+    }
+  };
+  add(m.registry()->Collect());
+  add(server::NodeCollector(**node).Collect());
 
-  std::ifstream in(kK8s / "base" / "df11d-dashboard.json");
+  std::ifstream in(kK8s / "monitoring" / "df11d-dashboard.json");
   const nlohmann::json dashboard = nlohmann::json::parse(in);
   const std::regex metric(R"((df11_[a-z_]+|vllm:[a-z_]+))");
   const std::regex histogram_series("(.*)_(bucket|sum|count)$");
+  const std::regex by(R"(by \(([^)]*)\))");
+  const std::regex matcher(R"(([a-z_]+)\s*(=~|!=|!~|=))");
+  const std::regex selector(R"(\{([^}]*)\})");
+  // Labels Prometheus adds to every series (the PodMonitor adds node), and histograms' le.
+  const std::set<std::string> added = {"node", "pod", "namespace", "instance", "job", "le"};
+  // Every panel, rows' nested panels included.
+  std::vector<nlohmann::json> panels;
+  for (const nlohmann::json& p : dashboard["panels"]) {
+    panels.push_back(p);
+    for (const nlohmann::json& nested : p.value("panels", nlohmann::json::array())) {
+      panels.push_back(nested);
+    }
+  }
   int queries = 0;
-  for (const nlohmann::json& panel : dashboard["panels"]) {
+  for (const nlohmann::json& panel : panels) {
     for (const nlohmann::json& target : panel.value("targets", nlohmann::json::array())) {
       const std::string expr = target["expr"];
+      SCOPED_TRACE(expr);
       ++queries;
+      std::set<std::string> labels = added;
       for (std::sregex_iterator it(expr.begin(), expr.end(), metric), end; it != end; ++it) {
         std::string name = (*it)[1];
         std::smatch series;
         if (!families.count(name) && std::regex_match(name, series, histogram_series) &&
             families.count(series[1]) &&
-            families.at(series[1]) == prometheus::MetricType::Histogram) {
+            families.at(series[1]).first == prometheus::MetricType::Histogram) {
           name = series[1];
         }
-        EXPECT_TRUE(families.count(name)) << panel["title"] << ": " << name;
+        ASSERT_TRUE(families.count(name)) << panel["title"] << ": " << name;
+        labels.insert(families.at(name).second.begin(), families.at(name).second.end());
       }
+      // Labels grouped by and matched on exist on the series queried.
+      std::vector<std::string> used;
+      for (std::sregex_iterator it(expr.begin(), expr.end(), by), end; it != end; ++it) {
+        for (absl::string_view l : absl::StrSplit((*it)[1].str(), ',')) {
+          used.emplace_back(absl::StripAsciiWhitespace(l));
+        }
+      }
+      for (std::sregex_iterator it(expr.begin(), expr.end(), selector), end; it != end; ++it) {
+        const std::string inside = (*it)[1];
+        for (std::sregex_iterator j(inside.begin(), inside.end(), matcher), e; j != e; ++j) {
+          used.push_back((*j)[1]);
+        }
+      }
+      for (const std::string& l : used) EXPECT_TRUE(labels.count(l)) << panel["title"] << ": " << l;
     }
   }
   EXPECT_GE(queries, 10);
   // The templating variables too.
   for (const nlohmann::json& variable : dashboard["templating"]["list"]) {
     if (!variable.contains("definition")) continue;
-    std::smatch m;
+    std::smatch found;
     const std::string definition = variable["definition"];
-    ASSERT_TRUE(std::regex_search(definition, m, metric)) << definition;
-    EXPECT_TRUE(families.count(m[1])) << definition;
+    ASSERT_TRUE(std::regex_search(definition, found, metric)) << definition;
+    EXPECT_TRUE(families.count(found[1])) << definition;
   }
 }
 

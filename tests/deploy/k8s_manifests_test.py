@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 K8S = os.path.join(ROOT, "deploy", "k8s")
 CRD_SCHEMAS = os.path.join(ROOT, "tests", "data", "k8s", "crd-schemas")
 KUBERNETES_VERSION = "1.33"  # the oldest Kubernetes release the manifests are checked against
-RENDERED = ["overlays/gpu", "overlays/cpu", "router"]
+RENDERED = ["overlays/gpu", "overlays/cpu", "router", "monitoring"]
 
 # Kinds with no namespace (kustomize's namespace: leaves them alone).
 CLUSTER_SCOPED = {"Namespace", "PriorityClass", "ClusterRole", "ClusterRoleBinding",
@@ -248,7 +248,7 @@ class RenderedManifestsTest(unittest.TestCase):
                     self.assertEqual(svc["spec"]["selector"], {"app.kubernetes.io/name": "df11d"})
                     for p in svc["spec"]["ports"]:
                         self.assertIn(p["targetPort"], ports)
-                (pm,) = by_kind["PodMonitor"]
+                (pm,) = [r for r in self.rendered["monitoring"] if r["kind"] == "PodMonitor"]
                 self.assertEqual(pm["spec"]["selector"]["matchLabels"],
                                  {"app.kubernetes.io/name": "df11d"})
                 self.assertIn(pm["spec"]["podMetricsEndpoints"][0]["port"], ports)
@@ -271,6 +271,13 @@ class RenderedManifestsTest(unittest.TestCase):
         # The patch merged into the base's container rather than replacing it.
         self.assertIn("memory", df11d["resources"]["limits"])
         self.assertTrue(df11d["securityContext"]["readOnlyRootFilesystem"])
+
+    def test_each_overlay_runs_its_image(self):
+        for d, suffix in (("overlays/gpu", ""), ("overlays/cpu", "-cpu")):
+            (ds,) = [r for r in self.rendered[d] if r["kind"] == "DaemonSet"]
+            spec = pod_spec(ds)
+            for c in spec["containers"] + spec["initContainers"]:
+                self.assertRegex(c["image"], rf"df11d:\d+\.\d+\.\d+{suffix}$", d)
 
     def test_kubectl_kustomize_renders_the_same(self):
         if not kustomize_renders():
