@@ -67,6 +67,13 @@ bool Present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 
 absl::StatusOr<std::string> ReadString(const YAML::Node& n, absl::string_view path) {
   if (!n.IsScalar()) return FieldError(path, "must be a string");
+  // No value here (a path, a name, an address) has a use for one, and YAML cannot write every one
+  // back as it was read.
+  for (char c : n.Scalar()) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return FieldError(path, "must not contain control characters");
+    }
+  }
   return n.Scalar();
 }
 

@@ -115,6 +115,9 @@ TEST(TokensTest, TheConfigNamesTheTokensFileAndWhetherMetricsNeedOne) {
               HasSubstr("auth.metrics: \"maybe\" is not open or token"));
   EXPECT_THAT(ParseConfig("auth: {token_file: x}\n", "").status().message(),
               HasSubstr("auth.token_file: unknown field"));
+  // A control character in any string (here a carriage return) would not read back the same.
+  EXPECT_THAT(ParseConfig("preload: [{source: \"models/demo\\r\"}]\n", "").status().message(),
+              HasSubstr("preload[0].source: must not contain control characters"));
 }
 
 }  // namespace
