@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codec/base/status_macros.h"
+#include "daemon/audit/audit.h"
 #include "daemon/hub/cache.h"
 #include "daemon/registry/page_cache.h"
 #include "daemon/runtime/estimate.h"
@@ -429,6 +430,8 @@ absl::Status Registry::MakeRoomLocked(uint64_t bytes, const std::string& for_mod
       freed += entries_.at(name).model->model->resident_bytes();
       entries_.erase(name);
       if (metrics_ != nullptr) metrics_->ModelEvicted(name);
+      audit::Record(
+          {.event = "eviction", .model = name, .message = absl::StrCat("room for ", for_model)});
     }
     changed_.notify_all();
     return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/audit/audit.h"
 #include "daemon/server/openai_api.h"
 #include "daemon/server/openai_server.h"
 #include "httplib.h"
@@ -70,6 +71,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
             node.Authenticate(header ? std::optional<absl::string_view>(*header) : std::nullopt,
                               PeerSubject(req.ssl));
         if (caller.ok()) return httplib::Server::HandlerResponse::Unhandled;
+        audit::Record({.event = "authentication_failure",
+                       .peer = absl::StrCat(req.remote_addr, ":", req.remote_port),
+                       .outcome = caller.status()});
         res.status = 401;
         res.set_header("WWW-Authenticate", "Bearer");
         res.set_content(openai::ErrorBody(caller.status(), "invalid_api_key"), "application/json");

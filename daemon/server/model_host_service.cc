@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/audit/audit.h"
 #include "daemon/hub/cache.h"
 #include "daemon/runtime/estimate.h"
 #include "daemon/server/generate_request.h"
@@ -43,7 +44,11 @@ grpc::Status ModelHostService::Authorize(const grpc::ServerContext& context, Cal
     if (!values.empty()) subject.assign(values[0].data(), values[0].size());
   }
   absl::StatusOr<Caller> found = node_.Authenticate(header, subject);
-  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (!found.ok()) {
+    audit::Record(
+        {.event = "authentication_failure", .peer = context.peer(), .outcome = found.status()});
+    return ToGrpcStatus(found.status());
+  }
   if (caller != nullptr) *caller = *std::move(found);
   return grpc::Status::OK;
 }
@@ -54,6 +59,13 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
   Caller caller;
   if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
   if (absl::Status s = node_.CheckLoadSource(request->source(), caller); !s.ok()) {
+    audit::Record({.event = "permission_refusal",
+                   .tenant = caller.tenant,
+                   .token = caller.token_name,
+                   .peer = context->peer(),
+                   .source = request->source(),
+                   .model = request->name(),
+                   .outcome = s});
     return ToGrpcStatus(s);
   }
   if (absl::Status s = ValidSeconds("keep_alive_seconds", request->keep_alive_seconds()); !s.ok()) {
@@ -95,6 +107,13 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
     return writer->Write(message);
   };
   absl::StatusOr<registry::ModelInfo> info = node_.registry().Load(load, on_progress);
+  audit::Record({.event = "load",
+                 .tenant = caller.tenant,
+                 .token = caller.token_name,
+                 .peer = context->peer(),
+                 .source = request->source(),
+                 .model = info.ok() ? info->name : request->name(),
+                 .outcome = info.status()});
   if (!info.ok()) {
     Log(absl::StrCat("load of ", request->source(), " failed: ", info.status().ToString()));
     return ToGrpcStatus(info.status());
@@ -113,7 +132,8 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
 grpc::Status ModelHostService::UnloadModel(grpc::ServerContext* context,
                                            const df11::v1::UnloadModelRequest* request,
                                            df11::v1::UnloadModelResponse* response) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  Caller caller;
+  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
   if (request->name().empty()) return ToGrpcStatus(absl::InvalidArgumentError("name: empty"));
   if (absl::Status s = ValidSeconds("drain_seconds", request->drain_seconds()); !s.ok()) {
     return ToGrpcStatus(s);
@@ -124,6 +144,12 @@ grpc::Status ModelHostService::UnloadModel(grpc::ServerContext* context,
                                                      : node_.config().drain_seconds;
   absl::StatusOr<UnloadOutcome> outcome =
       node_.Unload(request->name(), absl::Seconds(drain), drain == 0);
+  audit::Record({.event = "unload",
+                 .tenant = caller.tenant,
+                 .token = caller.token_name,
+                 .peer = context->peer(),
+                 .model = request->name(),
+                 .outcome = outcome.status()});
   if (!outcome.ok()) return ToGrpcStatus(outcome.status());
   *response->mutable_model() = ToProto(outcome->result.model);
   response->set_bytes_freed(outcome->result.bytes_freed);
@@ -155,6 +181,10 @@ grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
                                              df11::v1::EstimateModelResponse* response) {
   if (grpc::Status s = Authorize(*context); !s.ok()) return s;
   if (absl::Status s = CheckModelRoots(request->source(), node_.config().model_roots); !s.ok()) {
+    audit::Record({.event = "permission_refusal",
+                   .peer = context->peer(),
+                   .source = request->source(),
+                   .outcome = s});
     return ToGrpcStatus(s);
   }
   absl::StatusOr<hub::ModelSource> source = hub::ParseModelSource(request->source());

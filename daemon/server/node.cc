@@ -15,6 +15,7 @@
 #include "daemon/runtime/cuda/cuda_device.h"
 #include "daemon/runtime/cuda_backend.h"
 #endif
+#include "daemon/audit/audit.h"
 #include "daemon/server/log.h"
 #include "daemon/server/model_roots.h"
 
@@ -283,6 +284,13 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
           Log(info.ok() ? absl::StrCat("loaded ", name, " on demand from ", spec.source)
                         : absl::StrCat("loading ", name,
                                        " on demand failed: ", info.status().ToString()));
+          // A catalog model belongs to no one tenant.
+          audit::Record({.event = "load",
+                         .tenant = "shared",
+                         .source = spec.source,
+                         .model = name,
+                         .outcome = info.status(),
+                         .message = info.ok() ? "on demand, from the catalog" : ""});
           std::lock_guard lock(loads_mu_);
           load->done = true;
           load->status = info.status();

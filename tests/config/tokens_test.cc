@@ -120,5 +120,18 @@ TEST(TokensTest, TheConfigNamesTheTokensFileAndWhetherMetricsNeedOne) {
               HasSubstr("preload[0].source: must not contain control characters"));
 }
 
+TEST(TokensTest, TheExamplesInConfigsRead) {
+  const std::string configs = std::string(DF11_SOURCE_DIR) + "/configs";
+  absl::StatusOr<std::vector<TokenEntry>> tokens = LoadTokensFile(configs + "/tokens.example.yaml");
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  EXPECT_EQ(tokens->size(), 3u);
+  absl::StatusOr<Config> secure = LoadConfigFile(configs + "/secure.yaml");
+  ASSERT_TRUE(secure.ok()) << secure.status();
+  EXPECT_EQ(secure->auth_tokens_file, configs + "/tokens.yaml");
+  EXPECT_TRUE(secure->user_loads_catalog_only);
+  EXPECT_EQ(secure->model_roots, std::vector<std::string>{"/srv/models"});
+  EXPECT_EQ(secure->tls_client_ca_file, "/etc/df11d/tls/ca.crt");
+}
+
 }  // namespace
 }  // namespace df11::config

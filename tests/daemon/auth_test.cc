@@ -8,9 +8,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -22,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "nlohmann/json.hpp"
 #include "tests/daemon/daemon_process.h"
 #include "tests/testing/status_matchers.h"
 
@@ -261,6 +265,57 @@ TEST_F(AuthTest, LoadsStayInsideModelRootsAndUsersInsideTheCatalog) {
     unload.set_name(name);
     EXPECT_TRUE(admin->UnloadModel(unload).ok()) << name;
   }
+}
+
+TEST_F(AuthTest, TheAuditLogRecordsLoadsUnloadsAndRefusalsButNeverATokensValue) {
+  std::unique_ptr<client::Df11Client> user = Client(kToken), admin = Client(kAdminToken);
+  EXPECT_FALSE(Client("df11_wrong")->ListModels().ok());
+  httplib::Client http("127.0.0.1", daemon_->http_port());
+  EXPECT_EQ(http.Get("/v1/models")->status, 401);
+  v1::LoadModelRequest load;
+  load.set_source("/etc");
+  EXPECT_FALSE(user->LoadModel(load, nullptr).ok());
+  load.set_source(DemoDir());
+  load.set_name("audited");
+  EXPECT_TRUE(user->LoadModel(load, nullptr).ok());
+  v1::UnloadModelRequest unload;
+  unload.set_name("audited");
+  EXPECT_TRUE(admin->UnloadModel(unload).ok());
+
+  std::ifstream in(*dir_ + "/df11d.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const char* token : {kToken, kOtherToken, kAdminToken}) {
+    EXPECT_THAT(text.str(), ::testing::Not(HasSubstr(token)));
+  }
+  std::vector<nlohmann::json> events;
+  for (std::string line; std::getline(text, line);) {
+    if (line.rfind("{\"audit\":", 0) == 0) events.push_back(nlohmann::json::parse(line));
+  }
+  auto find = [&](const std::function<bool(const nlohmann::json&)>& match) {
+    return std::any_of(events.begin(), events.end(), match);
+  };
+  EXPECT_TRUE(find([](const nlohmann::json& e) {
+    return e["audit"] == "authentication_failure" && e["outcome"] == "UNAUTHENTICATED" &&
+           e["message"] == "unknown token" &&
+           e["peer"].get<std::string>().find("127.0.0.1") != std::string::npos;
+  }));
+  EXPECT_TRUE(find([](const nlohmann::json& e) {  // HTTP, no header
+    return e["audit"] == "authentication_failure" &&
+           e["peer"].get<std::string>().rfind("127.0.0.1:", 0) == 0;
+  }));
+  EXPECT_TRUE(find([](const nlohmann::json& e) {
+    return e["audit"] == "permission_refusal" && e["source"] == "/etc" && e["tenant"] == "team-a" &&
+           e["token"] == "ci" && e["outcome"] == "PERMISSION_DENIED";
+  }));
+  EXPECT_TRUE(find([](const nlohmann::json& e) {
+    return e["audit"] == "load" && e["model"] == "audited" && e["tenant"] == "team-a" &&
+           e["token"] == "ci" && e["outcome"] == "OK" && e.contains("time");
+  }));
+  EXPECT_TRUE(find([](const nlohmann::json& e) {
+    return e["audit"] == "unload" && e["model"] == "audited" && e["tenant"] == "ops" &&
+           e["token"] == "ops" && e["outcome"] == "OK";
+  }));
 }
 
 TEST(AuthConfigTest, BeyondLoopbackWithoutTokensNeedsInsecure) {

@@ -928,6 +928,13 @@ TEST_F(DaemonBudgetTest, LruEvictsTheIdleUnpinnedModel) {
   EXPECT_THAT(testing::HttpGet(daemon.http_port(), "/metrics"),
               HasSubstr("df11_model_evictions_total{model=\"llama\"} 1"));
   EXPECT_EQ(daemon.Terminate(), 0);
+  // And in the audit log.
+  std::ifstream log(root_ + "/df11d.log");
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr(R"("audit":"eviction")"));
+  EXPECT_THAT(text.str(),
+              HasSubstr(R"("model":"llama","outcome":"OK","message":"room for qwen2"})"));
 }
 
 TEST_F(DaemonBudgetTest, WithoutEvictionAnOverBudgetLoadFailsWithTheNumbers) {
