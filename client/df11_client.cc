@@ -104,10 +104,15 @@ absl::StatusOr<v1::ListModelsResponse> Df11Client::ListModels(const CallOptions&
 
 absl::StatusOr<v1::ModelInfo> Df11Client::GetModel(const std::string& name,
                                                    const CallOptions& options) {
-  grpc::ClientContext context;
-  Prepare(options, context);
   v1::GetModelRequest request;
   request.set_name(name);
+  return GetModel(request, options);
+}
+
+absl::StatusOr<v1::ModelInfo> Df11Client::GetModel(const v1::GetModelRequest& request,
+                                                   const CallOptions& options) {
+  grpc::ClientContext context;
+  Prepare(options, context);
   v1::ModelInfo response;
   if (absl::Status s = FromGrpcStatus(stub_->GetModel(&context, request, &response)); !s.ok()) {
     return s;

@@ -78,6 +78,8 @@ class Df11Client {
   absl::StatusOr<v1::ListModelsResponse> ListModels(const CallOptions& options = {});
   // kNotFound for an unknown model.
   absl::StatusOr<v1::ModelInfo> GetModel(const std::string& name, const CallOptions& options = {});
+  absl::StatusOr<v1::ModelInfo> GetModel(const v1::GetModelRequest& request,
+                                         const CallOptions& options = {});
   absl::StatusOr<v1::EstimateModelResponse> EstimateModel(const std::string& source,
                                                           const CallOptions& options = {});
 

@@ -189,7 +189,7 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command>* commands = new std::vector<Command>{
       {"load",
-       "SOURCE [--name N] [--pin] [--keep-alive D] [--device D]",
+       "SOURCE [--name N] [--pin] [--keep-alive D] [--device D] [--shared]",
        "load a model from a directory or the hub",
        R"(Loads SOURCE (a model directory on the daemon's machine, or a hub id org/name[@revision])
 and waits until it is resident, showing each phase (resolving, downloading, placing) with bytes
@@ -201,13 +201,15 @@ is already resident returns at once.
   --keep-alive D      idle time before it may be evicted: 30s, 5m, 1h, 250ms or bare seconds
                       (default: the daemon's)
   --device D          cpu or cuda:N (default: the daemon's first device)
+  --shared            admin tokens: every tenant sees and uses it (default: it belongs to the
+                      token's tenant)
   --json              the last progress message, with the model's final state
 )",
        {"name", "keep-alive", "device"},
-       {"pin"},
+       {"pin", "shared"},
        RunLoad},
       {"unload",
-       "NAME [--drain D] [--cancel]",
+       "NAME [--drain D] [--cancel] [--owner T]",
        "unload a model and free its memory",
        R"(Unloads NAME: new requests are refused at once; requests in flight may finish for the
 drain time, then end with CANCELLED; then the model's memory is freed.
@@ -215,8 +217,10 @@ drain time, then end with CANCELLED; then the model's memory is freed.
   --drain D           how long in-flight requests may finish: 30s, 5m, 250ms or bare seconds
                       (default: the daemon's drain time)
   --cancel            without --drain: cancel in-flight requests at once
+  --owner T           the tenant whose model NAME is (admin tokens; default: the token's own
+                      tenant's model, else the shared one)
 )",
-       {"drain"},
+       {"drain", "owner"},
        {"cancel"},
        RunUnload},
       {"list",
@@ -224,16 +228,21 @@ drain time, then end with CANCELLED; then the model's memory is freed.
        "the models: state, memory by kind, requests, tokens",
        R"(Lists the daemon's models: name, state, architecture, format (DF11 or BF16), devices, bytes
 by kind (DF11 units, passthrough tensors, KV cache in use, total), pinned, requests served and
-tokens generated.
+tokens generated; with tenants, each model's owner (a user token lists its own tenant's models and
+the shared ones).
 )",
        {},
        {},
        RunList},
       {"get",
-       "NAME",
+       "NAME [--owner T]",
        "everything about one model",
-       "Prints every field the daemon reports for model NAME.\n",
-       {},
+       R"(Prints every field the daemon reports for model NAME.
+
+  --owner T           the tenant whose model NAME is (admin tokens; default: the token's own
+                      tenant's model, else the shared one)
+)",
+       {"owner"},
        {},
        RunGet},
       {"estimate",
@@ -261,6 +270,8 @@ finish reason, speed) follows on stderr. Unset sampling options take the model's
   --temperature T         0 is greedy
   --top-p P, --top-k K, --min-p P, --repetition-penalty R
   --seed S                same seed, same tokens
+  --owner T               the tenant whose model NAME is (admin tokens; default: the token's
+                          own tenant's model, else the shared one)
   --stop TEXT             stop before this text (may be repeated)
   --ignore-eos            keep going past the end-of-sequence token
   --logprobs              also get each token's log-probability (in --json; the mean in the
@@ -272,7 +283,7 @@ finish reason, speed) follows on stderr. Unset sampling options take the model's
                           logprobs with --logprobs
 )",
        {"prompt", "system", "max-tokens", "temperature", "top-p", "top-k", "min-p",
-        "repetition-penalty", "seed", "stop"},
+        "repetition-penalty", "seed", "stop", "owner"},
        {"chat", "no-thinking", "ignore-eos", "logprobs"},
        RunGenerate},
       {"status",

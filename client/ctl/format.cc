@@ -137,25 +137,40 @@ v1::DeviceBytes SumBytes(const v1::ModelInfo& model) {
 
 std::string FormatModelTable(const Models& models) {
   if (models.empty()) return "no models loaded\n";
-  Table table({{"NAME"},
-               {"STATE"},
-               {"ARCH"},
-               {"FORMAT"},
-               {"DEVICE"},
-               {"UNITS", true},
-               {"PASSTHROUGH", true},
-               {"KV CACHE", true},
-               {"TOTAL", true},
-               {"PINNED"},
-               {"REQUESTS", true},
-               {"TOKENS", true}});
+  // The owner column appears once a tenant owns a model; without tenants every model is shared.
+  const bool owners = std::any_of(models.begin(), models.end(), [](const v1::ModelInfo& m) {
+    return !m.owner().empty() && m.owner() != "shared";
+  });
+  std::vector<Table::Column> columns = {{"NAME"},
+                                        {"STATE"},
+                                        {"ARCH"},
+                                        {"FORMAT"},
+                                        {"DEVICE"},
+                                        {"UNITS", true},
+                                        {"PASSTHROUGH", true},
+                                        {"KV CACHE", true},
+                                        {"TOTAL", true},
+                                        {"PINNED"},
+                                        {"REQUESTS", true},
+                                        {"TOKENS", true}};
+  if (owners) columns.insert(columns.begin() + 1, Table::Column{"OWNER"});
+  Table table(columns);
   for (const v1::ModelInfo& m : models) {
     const v1::DeviceBytes sum = SumBytes(m);
-    table.AddRow({m.name(), StateName(m.state()), m.architecture().empty() ? "-" : m.architecture(),
-                  m.df11() ? "DF11" : "BF16", Devices(m), HumanBytes(sum.df11_units()),
-                  HumanBytes(sum.passthrough()), HumanBytes(sum.kv_cache_in_use()),
-                  HumanBytes(sum.total()), YesNo(m.pinned()), absl::StrCat(m.requests_served()),
-                  absl::StrCat(m.tokens_generated())});
+    std::vector<std::string> row = {m.name(),
+                                    StateName(m.state()),
+                                    m.architecture().empty() ? "-" : m.architecture(),
+                                    m.df11() ? "DF11" : "BF16",
+                                    Devices(m),
+                                    HumanBytes(sum.df11_units()),
+                                    HumanBytes(sum.passthrough()),
+                                    HumanBytes(sum.kv_cache_in_use()),
+                                    HumanBytes(sum.total()),
+                                    YesNo(m.pinned()),
+                                    absl::StrCat(m.requests_served()),
+                                    absl::StrCat(m.tokens_generated())};
+    if (owners) row.insert(row.begin() + 1, m.owner().empty() ? "shared" : m.owner());
+    table.AddRow(row);
   }
   return table.Render();
 }
@@ -163,6 +178,7 @@ std::string FormatModelTable(const Models& models) {
 std::string FormatModelInfo(const v1::ModelInfo& m) {
   std::vector<std::pair<std::string, std::string>> lines = {{"name", m.name()},
                                                             {"state", StateName(m.state())}};
+  if (!m.owner().empty()) lines.push_back({"owner", m.owner()});
   if (!m.failure_reason().empty()) lines.push_back({"failure", m.failure_reason()});
   lines.push_back({"source", m.source()});
   if (!m.resolved_revision().empty()) lines.push_back({"revision", m.resolved_revision()});

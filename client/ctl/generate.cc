@@ -38,6 +38,7 @@ absl::StatusOr<v1::GenerateRequest> BuildRequest(const cli::Args& args) {
   }
   v1::GenerateRequest request;
   request.set_model(args.positional()[0]);
+  if (std::optional<std::string> owner = args.Get("owner")) request.set_owner(*owner);
   if (chat) {
     v1::ChatMessages* messages = request.mutable_chat();
     if (std::optional<std::string> system = args.Get("system")) {

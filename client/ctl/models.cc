@@ -60,6 +60,7 @@ int RunLoad(Context& c) {
   if (!keep_alive.ok()) return UsageError(c, std::string(keep_alive.status().message()));
   request.set_keep_alive_seconds(*keep_alive);
   if (std::optional<std::string> device = c.args.Get("device")) request.set_device(*device);
+  request.set_shared(c.args.Has("shared"));
 
   // One bar (or run of lines) per phase, so each phase shows its own bytes.
   const std::string item = request.name().empty() ? request.source() : request.name();
@@ -98,6 +99,7 @@ int RunUnload(Context& c) {
   if (!OnePositional(c, "NAME", exit_code)) return exit_code;
   v1::UnloadModelRequest request;
   request.set_name(c.args.positional()[0]);
+  if (std::optional<std::string> owner = c.args.Get("owner")) request.set_owner(*owner);
   absl::StatusOr<double> drain = c.args.GetSeconds("drain", 0);
   if (!drain.ok()) return UsageError(c, std::string(drain.status().message()));
   request.set_drain_seconds(*drain);
@@ -126,7 +128,10 @@ int RunList(Context& c) {
 int RunGet(Context& c) {
   int exit_code;
   if (!OnePositional(c, "NAME", exit_code)) return exit_code;
-  absl::StatusOr<v1::ModelInfo> model = c.client.GetModel(c.args.positional()[0]);
+  v1::GetModelRequest request;
+  request.set_name(c.args.positional()[0]);
+  if (std::optional<std::string> owner = c.args.Get("owner")) request.set_owner(*owner);
+  absl::StatusOr<v1::ModelInfo> model = c.client.GetModel(request);
   if (!model.ok()) return Fail(c, model.status());
   if (c.json) return PrintJson(c, *model);
   c.console.out << FormatModelInfo(*model);

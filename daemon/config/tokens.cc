@@ -7,7 +7,10 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/config/config.h"
 
 namespace df11::config {
 namespace {
@@ -39,18 +42,83 @@ bool ValidTenant(absl::string_view t) {
   return true;
 }
 
-absl::StatusOr<std::vector<TokenEntry>> ParseTokensNode(const YAML::Node& root) {
-  if (!root.IsMap()) return absl::InvalidArgumentError("must be a mapping with a tokens: list");
-  for (const auto& kv : root) {
-    if (kv.first.as<std::string>() != "tokens") {
+// A quota: a positive whole number (a size such as 24GiB for bytes).
+absl::StatusOr<int64_t> QuotaValue(const std::string& tenant, const std::string& field,
+                                   const YAML::Node& value) {
+  const std::string where = absl::StrCat("tenants.", tenant, ".", field, ": ");
+  if (!value.IsScalar()) return absl::InvalidArgumentError(where + "must be a number");
+  int64_t n = 0;
+  if (field == "max_resident_bytes") {
+    absl::StatusOr<uint64_t> bytes = ParseBytes(value.Scalar());
+    if (!bytes.ok())
+      return absl::InvalidArgumentError(where + std::string(bytes.status().message()));
+    if (*bytes > static_cast<uint64_t>(INT64_MAX))
+      return absl::InvalidArgumentError(where + "too large");
+    n = static_cast<int64_t>(*bytes);
+  } else if (!absl::SimpleAtoi(value.Scalar(), &n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "\"", value.Scalar(), "\" is not a whole number"));
+  }
+  if (n <= 0)
+    return absl::InvalidArgumentError(where + "must be positive (leave it out: no limit)");
+  return n;
+}
+
+absl::StatusOr<std::map<std::string, TenantQuota>> ParseQuotas(const YAML::Node& tenants) {
+  std::map<std::string, TenantQuota> quotas;
+  if (!tenants.IsDefined() || tenants.IsNull()) return quotas;
+  if (!tenants.IsMap()) return absl::InvalidArgumentError("tenants: must be a mapping by tenant");
+  for (const auto& t : tenants) {
+    const std::string tenant = t.first.as<std::string>();
+    if (!ValidTenant(tenant)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(kv.first.as<std::string>(), ": unknown field (known: tokens)"));
+          absl::StrCat("tenants: \"", tenant, "\" is not 1-63 of a-z, 0-9, '-' and '_'"));
+    }
+    if (!t.second.IsMap()) {
+      return absl::InvalidArgumentError(absl::StrCat("tenants.", tenant, ": must be a mapping"));
+    }
+    TenantQuota& quota = quotas[tenant];
+    for (const auto& kv : t.second) {
+      const std::string field = kv.first.as<std::string>();
+      std::optional<int64_t>* target = field == "max_models" ? &quota.max_models
+                                       : field == "max_running_requests"
+                                           ? &quota.max_running_requests
+                                       : field == "requests_per_minute" ? &quota.requests_per_minute
+                                                                        : nullptr;
+      if (target == nullptr && field != "max_resident_bytes") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tenants.", tenant, ".", field,
+                         ": unknown field (known: max_resident_bytes, max_models, "
+                         "max_running_requests, requests_per_minute)"));
+      }
+      absl::StatusOr<int64_t> value = QuotaValue(tenant, field, kv.second);
+      if (!value.ok()) return value.status();
+      if (target != nullptr) {
+        *target = *value;
+      } else {
+        quota.max_resident_bytes = static_cast<uint64_t>(*value);
+      }
     }
   }
+  return quotas;
+}
+
+absl::StatusOr<TokensFile> ParseTokensNode(const YAML::Node& root) {
+  if (!root.IsMap()) return absl::InvalidArgumentError("must be a mapping with a tokens: list");
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    if (key != "tokens" && key != "tenants") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, ": unknown field (known: tokens, tenants)"));
+    }
+  }
+  TokensFile file;
+  absl::StatusOr<std::map<std::string, TenantQuota>> quotas = ParseQuotas(root["tenants"]);
+  if (!quotas.ok()) return quotas.status();
+  file.quotas = *std::move(quotas);
   const YAML::Node list = root["tokens"];
-  if (!list.IsDefined() || list.IsNull()) return std::vector<TokenEntry>{};
+  if (!list.IsDefined() || list.IsNull()) return file;
   if (!list.IsSequence()) return absl::InvalidArgumentError("tokens: must be a list");
-  std::vector<TokenEntry> out;
   std::set<std::string> names;
   std::set<std::array<uint8_t, 32>> hashes;
   std::set<std::string> subjects;
@@ -93,6 +161,10 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokensNode(const YAML::Node& root) 
       return EntryError(i, "sha256", "exactly one of sha256 (a token) and subject (a certificate)");
     }
     if (entry.tenant.empty()) return EntryError(i, "tenant", "is required");
+    if (entry.tenant == kSharedTenant && entry.role != Role::kAdmin) {
+      return EntryError(i, "tenant",
+                        "\"shared\" owns the catalog's models: only an admin may act as it");
+    }
     if (!names.insert(entry.name).second) {
       return EntryError(i, "name", absl::StrCat("\"", entry.name, "\" is listed twice"));
     }
@@ -102,16 +174,18 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokensNode(const YAML::Node& root) 
     if (!entry.subject.empty() && !subjects.insert(entry.subject).second) {
       return EntryError(i, "subject", absl::StrCat("\"", entry.subject, "\" is listed twice"));
     }
-    out.push_back(std::move(entry));
+    file.tokens.push_back(std::move(entry));
   }
-  return out;
+  return file;
 }
+
+constexpr char kQuotaPayload[] = "type.df11.dev/quota";
 
 }  // namespace
 
 absl::string_view RoleName(Role role) { return role == Role::kAdmin ? "admin" : "user"; }
 
-absl::StatusOr<std::vector<TokenEntry>> ParseTokens(absl::string_view yaml) {
+absl::StatusOr<TokensFile> ParseTokens(absl::string_view yaml) {
   try {
     return ParseTokensNode(YAML::Load(std::string(yaml)));
   } catch (const YAML::Exception& e) {  // not YAML, or a key that is not a string
@@ -119,17 +193,27 @@ absl::StatusOr<std::vector<TokenEntry>> ParseTokens(absl::string_view yaml) {
   }
 }
 
-absl::StatusOr<std::vector<TokenEntry>> LoadTokensFile(const std::string& path) {
+absl::StatusOr<TokensFile> LoadTokensFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read tokens file ", path));
   std::stringstream text;
   text << in.rdbuf();
-  absl::StatusOr<std::vector<TokenEntry>> tokens = ParseTokens(text.str());
+  absl::StatusOr<TokensFile> tokens = ParseTokens(text.str());
   if (!tokens.ok()) {
     return absl::Status(tokens.status().code(),
                         absl::StrCat(path, ": ", tokens.status().message()));
   }
   return tokens;
+}
+
+absl::Status QuotaExceededError(absl::string_view message) {
+  absl::Status status = absl::ResourceExhaustedError(message);
+  status.SetPayload(kQuotaPayload, absl::Cord("1"));
+  return status;
+}
+
+bool IsQuotaExceeded(const absl::Status& status) {
+  return status.GetPayload(kQuotaPayload).has_value();
 }
 
 }  // namespace df11::config

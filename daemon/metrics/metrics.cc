@@ -56,20 +56,23 @@ Metrics::Metrics()
                  .Help("Engine steps that ran a different model than the step before, by device")
                  .Register(*registry_)) {}
 
-void Metrics::RequestFinished(const std::string& model, const std::string& outcome) {
-  requests_.Add({{"model", model}, {"outcome", outcome}}).Increment();
+void Metrics::RequestFinished(const std::string& tenant, const std::string& model,
+                              const std::string& outcome) {
+  requests_.Add({{"model", model}, {"outcome", outcome}, {"tenant", tenant}}).Increment();
 }
 
-void Metrics::TokensGenerated(const std::string& model, uint64_t tokens) {
-  tokens_.Add({{"model", model}}).Increment(static_cast<double>(tokens));
+void Metrics::TokensGenerated(const std::string& tenant, const std::string& model,
+                              uint64_t tokens) {
+  tokens_.Add({{"model", model}, {"tenant", tenant}}).Increment(static_cast<double>(tokens));
 }
 
-void Metrics::TimeToFirstToken(const std::string& model, double seconds) {
-  ttft_.Add({{"model", model}}, LatencyBuckets()).Observe(seconds);
+void Metrics::TimeToFirstToken(const std::string& tenant, const std::string& model,
+                               double seconds) {
+  ttft_.Add({{"model", model}, {"tenant", tenant}}, LatencyBuckets()).Observe(seconds);
 }
 
-void Metrics::TimePerToken(const std::string& model, double seconds) {
-  tpot_.Add({{"model", model}}, LatencyBuckets()).Observe(seconds);
+void Metrics::TimePerToken(const std::string& tenant, const std::string& model, double seconds) {
+  tpot_.Add({{"model", model}, {"tenant", tenant}}, LatencyBuckets()).Observe(seconds);
 }
 
 void Metrics::ModelLoad(const std::string& outcome, double seconds) {
@@ -77,8 +80,8 @@ void Metrics::ModelLoad(const std::string& outcome, double seconds) {
   load_seconds_.Add({{"outcome", outcome}}, LoadBuckets()).Observe(seconds);
 }
 
-void Metrics::ModelEvicted(const std::string& model) {
-  evictions_.Add({{"model", model}}).Increment();
+void Metrics::ModelEvicted(const std::string& tenant, const std::string& model) {
+  evictions_.Add({{"model", model}, {"tenant", tenant}}).Increment();
 }
 
 void Metrics::ModelSwap(const std::string& device) { swaps_.Add({{"device", device}}).Increment(); }

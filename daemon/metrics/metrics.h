@@ -3,7 +3,7 @@
 // scraped, from the node's status (daemon/server/node_collector.h). Thread-safe.
 //
 //   Metrics metrics;
-//   metrics.RequestFinished("demo", "ok");
+//   metrics.RequestFinished("shared", "demo", "ok");
 //   HttpServer::Start(address, {metrics.registry(), ...});   // serves it on /metrics
 #ifndef DF11_DAEMON_METRICS_METRICS_H_
 #define DF11_DAEMON_METRICS_METRICS_H_
@@ -24,15 +24,19 @@ class Metrics {
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
+  // Series of a model carry its labels `model` and `tenant` (its owner, "shared" for the
+  // catalog's), so that /metrics can show a tenant only its own.
+  //
   // A Generate request ended: `outcome` is "ok", "cancelled" or the lower-case gRPC code name
   // of its error ("invalid_argument", ...).
-  void RequestFinished(const std::string& model, const std::string& outcome);
-  void TokensGenerated(const std::string& model, uint64_t tokens);
-  void TimeToFirstToken(const std::string& model, double seconds);
-  void TimePerToken(const std::string& model, double seconds);
+  void RequestFinished(const std::string& tenant, const std::string& model,
+                       const std::string& outcome);
+  void TokensGenerated(const std::string& tenant, const std::string& model, uint64_t tokens);
+  void TimeToFirstToken(const std::string& tenant, const std::string& model, double seconds);
+  void TimePerToken(const std::string& tenant, const std::string& model, double seconds);
   // A load ended ("ok", "failed" or "cancelled") after `seconds`.
   void ModelLoad(const std::string& outcome, double seconds);
-  void ModelEvicted(const std::string& model);
+  void ModelEvicted(const std::string& tenant, const std::string& model);
   // An engine step ran a different model than the step before on `device`.
   void ModelSwap(const std::string& device);
 

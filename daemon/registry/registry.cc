@@ -78,6 +78,11 @@ std::string ModelName(const std::string& source, const std::string& name) {
                                : normal.parent_path().filename().string();
 }
 
+std::string DescribeModel(const ModelKey& key) {
+  if (key.owner == config::kSharedTenant) return key.name;
+  return absl::StrCat(key.name, " (tenant ", key.owner, ")");
+}
+
 const char* ModelStateName(ModelState state) {
   switch (state) {
     case ModelState::kLoading:
@@ -130,13 +135,15 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   }
   const std::string name = ModelName(request.source, request.name);
   DF11_RETURN_IF_ERROR(ValidateName(name));
+  const ModelKey key{.owner = request.owner, .name = name};
   absl::StatusOr<runtime::ModelEstimate> estimated =
       fetch != nullptr ? fetch->Estimate() : runtime::EstimateModel(directory);
   if (!estimated.ok()) {
     // Listed as FAILED with the reason, as a load that fails later is.
     std::lock_guard lock(mu_);
-    if (!entries_.contains(name)) {
-      Entry& e = entries_[name];
+    if (!entries_.contains(key)) {
+      Entry& e = entries_[key];
+      e.owner = key.owner;
       e.name = name;
       e.source = request.source;
       e.state = ModelState::kFailed;
@@ -150,7 +157,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   {
     std::unique_lock lock(mu_);
     // An entry of this name: return it when READY, wait for it while LOADING, replace it if FAILED.
-    for (auto it = entries_.find(name); it != entries_.end(); it = entries_.find(name)) {
+    for (auto it = entries_.find(key); it != entries_.end(); it = entries_.find(key)) {
       Entry& e = it->second;
       if (e.state == ModelState::kFailed) {
         entries_.erase(it);
@@ -162,7 +169,8 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
       }
       if (e.state == ModelState::kReady) return InfoLocked(e);
       if (e.state == ModelState::kUnloading) {
-        return absl::FailedPreconditionError(absl::StrCat("model ", name, " is being unloaded"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("model ", DescribeModel(key), " is being unloaded"));
       }
       changed_.wait_for(lock, kCancelPoll);
       lock.unlock();
@@ -171,8 +179,10 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
       }
       lock.lock();
     }
-    DF11_RETURN_IF_ERROR(MakeRoomLocked(estimate.total(), name));
-    Entry& e = entries_[name];
+    DF11_RETURN_IF_ERROR(CheckOwnerLimitsLocked(request, name, estimate.total()));
+    DF11_RETURN_IF_ERROR(MakeRoomLocked(estimate.total(), key));
+    Entry& e = entries_[key];
+    e.owner = key.owner;
     e.name = name;
     e.source = request.source;
     e.state = ModelState::kLoading;
@@ -190,7 +200,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
       const bool stop = cancelled(LoadProgress::Phase::kResolving, 0, 0);
       lock.lock();
       if (stop) {
-        entries_.erase(name);
+        entries_.erase(key);
         changed_.notify_all();
         return absl::CancelledError("load cancelled");
       }
@@ -205,10 +215,10 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   std::unique_lock lock(mu_);
   --loads_running_;
   changed_.notify_all();
-  Entry& e = entries_[name];
+  Entry& e = entries_[key];
   if (!loaded.ok()) {
     if (absl::IsCancelled(loaded.status())) {
-      entries_.erase(name);
+      entries_.erase(key);
       if (metrics_ != nullptr) metrics_->ModelLoad("cancelled", seconds);
     } else {
       e.state = ModelState::kFailed;
@@ -219,6 +229,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     return loaded.status();
   }
   (*loaded)->name = name;
+  (*loaded)->owner = key.owner;
   (*loaded)->pinned = e.pinned;
   (*loaded)->keep_alive_seconds = e.keep_alive_seconds;
   (*loaded)->last_used_unix_ms = NowUnixMs();
@@ -313,19 +324,16 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
   return resident;
 }
 
-absl::StatusOr<ModelHandle> Registry::Acquire(const std::string& name) {
+absl::StatusOr<ModelHandle> Registry::Acquire(const ModelKey& key) {
   std::lock_guard lock(mu_);
-  auto it = entries_.find(name);
+  auto it = entries_.find(key);
   if (it == entries_.end()) {
-    std::vector<std::string> names;
-    for (const auto& [n, e] : entries_) names.push_back(n);
-    return absl::NotFoundError(
-        absl::StrCat("model \"", name, "\" is not loaded (models: ", JoinNames(names), ")"));
+    return absl::NotFoundError(absl::StrCat("model \"", key.name, "\" is not loaded"));
   }
   const Entry& e = it->second;
   if (e.state != ModelState::kReady) {
     return absl::FailedPreconditionError(
-        absl::StrCat("model ", name, " is ", ModelStateName(e.state),
+        absl::StrCat("model ", DescribeModel(key), " is ", ModelStateName(e.state),
                      e.state == ModelState::kFailed ? absl::StrCat(": ", e.failure_reason) : ""));
   }
   return NewHandle(e.model);
@@ -340,13 +348,13 @@ ModelHandle Registry::NewHandle(const std::shared_ptr<ResidentModel>& model) con
   });
 }
 
-absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(
-    const std::string& name) {
+absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(const ModelKey& key) {
   std::lock_guard lock(mu_);
-  auto it = entries_.find(name);
+  auto it = entries_.find(key);
   if (it == entries_.end()) {
-    return absl::NotFoundError(absl::StrCat("model \"", name, "\" is not loaded"));
+    return absl::NotFoundError(absl::StrCat("model \"", key.name, "\" is not loaded"));
   }
+  const std::string name = DescribeModel(key);
   Entry& e = it->second;
   switch (e.state) {
     case ModelState::kFailed:
@@ -367,10 +375,10 @@ absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(
   return std::shared_ptr<const ResidentModel>(e.model);
 }
 
-UnloadResult Registry::FinishUnload(const std::string& name) {
+UnloadResult Registry::FinishUnload(const ModelKey& key) {
   std::lock_guard lock(mu_);
   UnloadResult result;
-  auto it = entries_.find(name);
+  auto it = entries_.find(key);
   if (it == entries_.end()) return result;
   result.model = InfoLocked(it->second);
   result.bytes_freed = result.model.bytes.df11_units + result.model.bytes.passthrough;
@@ -382,15 +390,15 @@ UnloadResult Registry::FinishUnload(const std::string& name) {
 std::vector<ModelInfo> Registry::List() const {
   std::lock_guard lock(mu_);
   std::vector<ModelInfo> out;
-  for (const auto& [name, e] : entries_) out.push_back(InfoLocked(e));
+  for (const auto& [key, e] : entries_) out.push_back(InfoLocked(e));
   return out;
 }
 
-absl::StatusOr<ModelInfo> Registry::Get(const std::string& name) const {
+absl::StatusOr<ModelInfo> Registry::Get(const ModelKey& key) const {
   std::lock_guard lock(mu_);
-  auto it = entries_.find(name);
+  auto it = entries_.find(key);
   if (it == entries_.end()) {
-    return absl::NotFoundError(absl::StrCat("model \"", name, "\" is not loaded"));
+    return absl::NotFoundError(absl::StrCat("model \"", key.name, "\" is not loaded"));
   }
   return InfoLocked(it->second);
 }
@@ -413,61 +421,120 @@ absl::Status Registry::PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Stat
   return create();
 }
 
-absl::Status Registry::MakeRoomLocked(uint64_t bytes, const std::string& for_model) {
+absl::Status Registry::MakeRoomLocked(uint64_t bytes, const ModelKey& for_model) {
   const DeviceMemory m = MemoryLocked();
   if (bytes <= m.free()) return absl::OkStatus();
-  std::vector<std::string> evictable = EvictableLocked();
-  uint64_t evictable_bytes = 0;
-  for (const std::string& name : evictable) {
-    const Entry& e = entries_.at(name);
-    evictable_bytes += e.model->model->resident_bytes();
+  // Fair share: the budget divided by the tenants holding models, the loading one included.
+  std::map<std::string, uint64_t> held;  // by tenant
+  for (const auto& [key, e] : entries_) {
+    if (key.owner != config::kSharedTenant) held[key.owner] += EntryBytesLocked(e);
   }
-  if (m.free() + evictable_bytes >= bytes) {
-    // Least recently used first, until the load fits.
-    uint64_t freed = 0;
-    for (const std::string& name : evictable) {
-      if (m.free() + freed >= bytes) break;
-      freed += entries_.at(name).model->model->resident_bytes();
-      entries_.erase(name);
-      if (metrics_ != nullptr) metrics_->ModelEvicted(name);
-      audit::Record(
-          {.event = "eviction", .model = name, .message = absl::StrCat("room for ", for_model)});
+  if (for_model.owner != config::kSharedTenant) held[for_model.owner];
+  const uint64_t share = held.empty() ? m.budget : m.budget / held.size();
+  // Victims in policy order, skipping another tenant's model once that tenant is within its share.
+  std::vector<ModelKey> victims, protected_models;
+  uint64_t freed = 0, protected_bytes = 0;
+  for (const ModelKey& key : EvictableLocked()) {
+    if (m.free() + freed >= bytes) break;
+    const uint64_t size = entries_.at(key).model->model->resident_bytes();
+    const bool other_tenant = key.owner != config::kSharedTenant && key.owner != for_model.owner;
+    if (other_tenant && held[key.owner] <= share) {
+      protected_models.push_back(key);
+      protected_bytes += size;
+      continue;
+    }
+    if (other_tenant) held[key.owner] -= size;
+    victims.push_back(key);
+    freed += size;
+  }
+  if (m.free() + freed >= bytes) {
+    for (const ModelKey& key : victims) {
+      entries_.erase(key);
+      if (metrics_ != nullptr) metrics_->ModelEvicted(key.owner, key.name);
+      audit::Record({.event = "eviction",
+                     .tenant = key.owner,
+                     .model = key.name,
+                     .message = absl::StrCat("room for ", DescribeModel(for_model))});
     }
     changed_.notify_all();
     return absl::OkStatus();
   }
+  std::vector<std::string> names;
+  for (const ModelKey& key : victims) names.push_back(DescribeModel(key));
+  std::string fair;
+  if (protected_bytes > 0) {
+    fair = absl::StrCat("; ", protected_bytes, " bytes of other tenants' idle models (",
+                        protected_models.size(),
+                        ") are kept: each holds no more than its fair share of ", share,
+                        " (the budget over ", held.size(), " tenants)");
+  }
   return absl::ResourceExhaustedError(
-      absl::StrCat("model ", for_model, " needs ", bytes, " bytes on ", device_name_, "; ",
-                   m.free(), " are free of the budget of ", m.budget, " (weights ", m.weights,
+      absl::StrCat("model ", DescribeModel(for_model), " needs ", bytes, " bytes on ", device_name_,
+                   "; ", m.free(), " are free of the budget of ", m.budget, " (weights ", m.weights,
                    ", scratch ", m.scratch, ", KV cache ", m.kv_cache, ", workspace ", m.workspace,
-                   ") and ", evictable_bytes, " more are evictable under eviction policy ",
+                   ") and ", freed, " more are evictable for it under eviction policy ",
                    options_.eviction == config::Eviction::kLru ? "lru" : "none",
-                   " (models: ", JoinNames(evictable), ")"));
+                   " (models: ", JoinNames(names), ")", fair));
 }
 
-std::vector<std::string> Registry::EvictableLocked() const {
+std::vector<ModelKey> Registry::EvictableLocked() const {
   if (options_.eviction != config::Eviction::kLru) return {};
   const int64_t now = NowUnixMs();
-  std::vector<std::pair<int64_t, std::string>> idle;  // (last used, name)
-  for (const auto& [name, e] : entries_) {
+  std::vector<std::pair<int64_t, ModelKey>> idle;  // (last used, model)
+  for (const auto& [key, e] : entries_) {
     if (e.state != ModelState::kReady || e.pinned || e.model->leases > 0) continue;
     const int64_t last_used = e.model->last_used_unix_ms;
     if (static_cast<double>(now - last_used) < e.keep_alive_seconds * 1000) continue;
-    idle.emplace_back(last_used, name);
+    idle.emplace_back(last_used, key);
   }
   std::sort(idle.begin(), idle.end());
-  std::vector<std::string> names;
-  for (auto& [last_used, name] : idle) names.push_back(std::move(name));
-  return names;
+  std::vector<ModelKey> keys;
+  for (auto& [last_used, key] : idle) keys.push_back(std::move(key));
+  return keys;
+}
+
+uint64_t Registry::EntryBytesLocked(const Entry& e) const {
+  return e.reserved_units + e.reserved_plain +
+         (e.model != nullptr ? e.model->model->resident_bytes() : 0);
 }
 
 uint64_t Registry::WeightsLocked() const {
   uint64_t bytes = 0;
-  for (const auto& [name, e] : entries_) {
-    bytes += e.reserved_units + e.reserved_plain;
-    if (e.model != nullptr) bytes += e.model->model->resident_bytes();
+  for (const auto& [key, e] : entries_) bytes += EntryBytesLocked(e);
+  return bytes;
+}
+
+uint64_t Registry::OwnerBytesLocked(const std::string& owner) const {
+  uint64_t bytes = 0;
+  for (const auto& [key, e] : entries_) {
+    if (key.owner == owner) bytes += EntryBytesLocked(e);
   }
   return bytes;
+}
+
+absl::Status Registry::CheckOwnerLimitsLocked(const LoadRequest& request, const std::string& name,
+                                              uint64_t bytes) const {
+  if (request.owner_max_models) {
+    std::vector<std::string> names;
+    for (const auto& [key, e] : entries_) {
+      if (key.owner == request.owner) names.push_back(key.name);
+    }
+    if (static_cast<int64_t>(names.size()) + 1 > *request.owner_max_models) {
+      return config::QuotaExceededError(absl::StrCat("tenant ", request.owner, ": max_models is ",
+                                                     *request.owner_max_models, "; it has ",
+                                                     names.size(), " (", JoinNames(names), ") and ",
+                                                     name, " would be one more; unload one first"));
+    }
+  }
+  if (request.owner_max_bytes) {
+    const uint64_t held = OwnerBytesLocked(request.owner);
+    if (held + bytes > *request.owner_max_bytes) {
+      return config::QuotaExceededError(absl::StrCat(
+          "tenant ", request.owner, ": max_resident_bytes is ", *request.owner_max_bytes, " on ",
+          device_name_, "; its models hold ", held, " and ", name, " needs ", bytes));
+    }
+  }
+  return absl::OkStatus();
 }
 
 DeviceMemory Registry::MemoryLocked() const {
@@ -486,8 +553,8 @@ DeviceMemory Registry::MemoryLocked() const {
   m.kv_cache = b.kv_cache;
   m.kv_pool_free = b.kv_pool_free;
   m.placeable = m.free();
-  for (const std::string& name : EvictableLocked()) {
-    m.placeable += entries_.at(name).model->model->resident_bytes();
+  for (const ModelKey& key : EvictableLocked()) {
+    m.placeable += entries_.at(key).model->model->resident_bytes();
   }
   return m;
 }
@@ -495,6 +562,7 @@ DeviceMemory Registry::MemoryLocked() const {
 ModelInfo Registry::InfoLocked(const Entry& e) const {
   ModelInfo info;
   info.name = e.name;
+  info.owner = e.owner;
   info.state = e.state;
   info.failure_reason = e.failure_reason;
   info.source = e.source;

@@ -6,9 +6,14 @@
 // model with a live handle is never evicted, and its memory is returned only after the last
 // handle is gone.
 //
+// Models belong to an owner, a tenant or `shared`, and names are unique within an owner: two
+// tenants may each have a model named `chat`. Eviction to make room for one tenant's load takes
+// another tenant's models only while that tenant holds more than its fair share (MakeRoomLocked).
+//
 //   Registry registry(options, backend, &metrics);
 //   DF11_ASSIGN_OR_RETURN(ModelInfo info, registry.Load({.source = "models/demo"}, on_progress));
-//   DF11_ASSIGN_OR_RETURN(ModelHandle model, registry.Acquire("demo"));
+//   DF11_ASSIGN_OR_RETURN(ModelHandle model, registry.Acquire({.owner = "shared", .name =
+//   "demo"}));
 //   ... generate with model->model, model->tokenizer ...
 #ifndef DF11_DAEMON_REGISTRY_REGISTRY_H_
 #define DF11_DAEMON_REGISTRY_REGISTRY_H_
@@ -28,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/config/config.h"
+#include "daemon/config/tokens.h"
 #include "daemon/hub/settings.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/registry/hub_fetch.h"
@@ -39,10 +45,19 @@
 
 namespace df11::registry {
 
+// A model's identity: the tenant that owns it (config::kSharedTenant for the catalog's, preloads
+// and shared loads) and its name within that owner.
+struct ModelKey {
+  std::string owner;
+  std::string name;
+  friend auto operator<=>(const ModelKey&, const ModelKey&) = default;
+};
+
 // A resident model: everything a request needs. The loaded parts never change; the counters are
 // updated by the scheduler.
 struct ResidentModel {
   std::string name;
+  std::string owner;
   std::string source;             // as given to LoadModel
   std::string directory;          // where its files were read
   std::string resolved_revision;  // the hub commit; empty for a directory
@@ -82,6 +97,7 @@ struct ModelBytes {
 // A snapshot of one model for ListModels / GetModel.
 struct ModelInfo {
   std::string name;
+  std::string owner;
   ModelState state = ModelState::kLoading;
   std::string failure_reason;
   std::string source;
@@ -125,6 +141,10 @@ struct LoadRequest {
   bool pin = false;
   std::optional<double> keep_alive_seconds;  // unset: the configured default
   std::string device;                        // empty or the registry's device
+  std::string owner = config::kSharedTenant;
+  // The owner's limits on models and bytes, checked as the load reserves its room.
+  std::optional<uint64_t> owner_max_bytes;
+  std::optional<int64_t> owner_max_models;
 };
 
 struct LoadProgress {
@@ -169,23 +189,23 @@ class Registry {
   // the loader's errors (kDataLoss for corrupt files, ...); a hub id is downloaded into the hub
   // cache as it is placed, with the hub's errors (kNotFound, kUnauthenticated, kPermissionDenied,
   // kUnavailable, kDataLoss); a failed load stays listed as FAILED with the reason until reloaded
-  // or unloaded.
+  // or unloaded. The owner's limits give kResourceExhausted marked by config::QuotaExceededError.
   absl::StatusOr<ModelInfo> Load(const LoadRequest& request, const LoadProgressFn& progress);
 
-  // A handle on READY model `name`. kNotFound for an unknown name, kFailedPrecondition for a
+  // A handle on READY model `key`. kNotFound for an unknown model, kFailedPrecondition for a
   // model that is not READY (naming its state).
-  absl::StatusOr<ModelHandle> Acquire(const std::string& name);
+  absl::StatusOr<ModelHandle> Acquire(const ModelKey& key);
 
   // Starts unloading: new Acquire calls fail from now on. Returns the model (so the caller can
   // drain its requests) and its state. kNotFound for an unknown name. A FAILED model has no
   // resident part (nullptr) and is removed at once.
-  absl::StatusOr<std::shared_ptr<const ResidentModel>> BeginUnload(const std::string& name);
+  absl::StatusOr<std::shared_ptr<const ResidentModel>> BeginUnload(const ModelKey& key);
   // Removes a model that BeginUnload started on; its memory is returned once the caller drops the
   // pointer BeginUnload gave (the registry keeps no other reference).
-  UnloadResult FinishUnload(const std::string& name);
+  UnloadResult FinishUnload(const ModelKey& key);
 
   std::vector<ModelInfo> List() const;
-  absl::StatusOr<ModelInfo> Get(const std::string& name) const;
+  absl::StatusOr<ModelInfo> Get(const ModelKey& key) const;
   DeviceMemory Memory() const;
 
   // Runs `create` (which allocates `bytes` of KV cache on the backend) if the budget has room
@@ -197,7 +217,7 @@ class Registry {
 
  private:
   struct Entry {
-    std::string name, source;
+    std::string owner, name, source;
     ModelState state = ModelState::kLoading;
     std::string failure_reason;
     // LOADING: the placement estimate by kind, held against the budget until the model is
@@ -219,8 +239,18 @@ class Registry {
                                                            HubFetch* fetch,
                                                            const LoadProgressFn& progress);
   // Makes room for `bytes` by evicting per policy, or kResourceExhausted with the numbers.
-  absl::Status MakeRoomLocked(uint64_t bytes, const std::string& for_model);
-  std::vector<std::string> EvictableLocked() const;
+  // Fair share: a load for one tenant evicts another tenant's model only while that tenant holds
+  // more than the budget divided by the number of tenants holding models (the loading one
+  // included); shared models are evictable for anyone, a tenant's own for itself.
+  absl::Status MakeRoomLocked(uint64_t bytes, const ModelKey& for_model);
+  // Idle READY models that the policy allows to evict, least recently used first.
+  std::vector<ModelKey> EvictableLocked() const;
+  // kResourceExhausted (a quota) when a new model of `request.owner` taking `bytes` would exceed
+  // its limits.
+  absl::Status CheckOwnerLimitsLocked(const LoadRequest& request, const std::string& name,
+                                      uint64_t bytes) const;
+  uint64_t OwnerBytesLocked(const std::string& owner) const;
+  uint64_t EntryBytesLocked(const Entry& e) const;
   uint64_t WeightsLocked() const;
   ModelInfo InfoLocked(const Entry& entry) const;
   DeviceMemory MemoryLocked() const;
@@ -233,7 +263,7 @@ class Registry {
 
   mutable std::mutex mu_;
   std::condition_variable changed_;  // an entry changed state, or a load slot freed
-  std::map<std::string, Entry> entries_;
+  std::map<ModelKey, Entry> entries_;
   int64_t loads_running_ = 0;
 };
 
@@ -242,6 +272,9 @@ const char* ModelStateName(ModelState state);  // "LOADING", "READY", ...
 // The name a model is served under: `name`, else the hub id of `source`, else its directory's
 // name.
 std::string ModelName(const std::string& source, const std::string& name);
+
+// How messages name a model: `name`, or `name` (tenant `owner`) for a tenant's.
+std::string DescribeModel(const ModelKey& key);
 
 }  // namespace df11::registry
 

@@ -253,7 +253,8 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
       const runtime::GeneratedToken token =
           job.sequence_->Advance(logits.subspan(i * vocab, vocab));
       const Clock::time_point now = Clock::now();
-      if (metrics_ != nullptr) metrics_->TimePerToken(job.model_->name, Seconds(job.last_token_, now));
+      if (metrics_ != nullptr)
+        metrics_->TimePerToken(job.model_->owner, job.model_->name, Seconds(job.last_token_, now));
       job.last_token_ = now;
       job.Publish(token);
       if (job.sequence_->finished()) end(running[i], absl::OkStatus());
@@ -306,10 +307,10 @@ void Scheduler::EndJob(Job& job, absl::Status status) {
   ++m.requests_served;
   m.tokens_generated += job.result_.token_ids.size();
   if (metrics_ != nullptr) {
-    metrics_->RequestFinished(m.name, Outcome(status));
-    metrics_->TokensGenerated(m.name, job.result_.token_ids.size());
+    metrics_->RequestFinished(m.owner, m.name, Outcome(status));
+    metrics_->TokensGenerated(m.owner, m.name, job.result_.token_ids.size());
     if (!job.result_.token_ids.empty()) {
-      metrics_->TimeToFirstToken(m.name, Seconds(job.arrived_, job.first_token_));
+      metrics_->TimeToFirstToken(m.owner, m.name, Seconds(job.arrived_, job.first_token_));
     }
   }
   job.Finish(std::move(status));

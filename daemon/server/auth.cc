@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
     const std::string& tokens_file) {
   const std::optional<std::string> text = ReadFile(tokens_file);
   if (!text) return absl::NotFoundError(absl::StrCat("cannot read auth.tokens_file ", tokens_file));
-  absl::StatusOr<std::vector<config::TokenEntry>> tokens = config::ParseTokens(*text);
+  absl::StatusOr<config::TokensFile> tokens = config::ParseTokens(*text);
   if (!tokens.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("auth.tokens_file ", tokens_file, ": ", tokens.status().message()));
@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
   std::unique_ptr<Authenticator> auth(new Authenticator(tokens_file));
   {
     absl::MutexLock lock(&auth->mu_);
-    auth->tokens_ = *std::move(tokens);
+    auth->file_ = *std::move(tokens);
     auth->text_ = *text;
   }
   auth->watcher_ = std::thread([a = auth.get()] {
@@ -82,7 +82,7 @@ void Authenticator::Reload() {
     Log(absl::StrCat("auth.tokens_file ", path_, " cannot be read; keeping the previous tokens"));
     return;
   }
-  absl::StatusOr<std::vector<config::TokenEntry>> tokens = config::ParseTokens(*text);
+  absl::StatusOr<config::TokensFile> tokens = config::ParseTokens(*text);
   absl::MutexLock lock(&mu_);
   text_ = *text;  // a bad file is reported once, not every 2 s
   if (!tokens.ok()) {
@@ -90,8 +90,9 @@ void Authenticator::Reload() {
                      ": keeping the previous tokens: ", tokens.status().message()));
     return;
   }
-  tokens_ = *std::move(tokens);
-  Log(absl::StrCat("auth.tokens_file ", path_, ": ", tokens_.size(), " tokens"));
+  file_ = *std::move(tokens);
+  Log(absl::StrCat("auth.tokens_file ", path_, ": ", file_.tokens.size(), " tokens, ",
+                   file_.quotas.size(), " tenants with quotas"));
 }
 
 absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_view> authorization,
@@ -99,10 +100,8 @@ absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_vi
   if (!authorization) {
     if (!subject.empty()) {
       absl::MutexLock lock(&mu_);
-      for (const config::TokenEntry& entry : tokens_) {
-        if (entry.subject == subject) {
-          return Caller{.token_name = entry.name, .tenant = entry.tenant, .role = entry.role};
-        }
+      for (const config::TokenEntry& entry : file_.tokens) {
+        if (entry.subject == subject) return CallerLocked(entry);
       }
     }
     return absl::UnauthenticatedError("no authorization header: send \"Bearer TOKEN\"");
@@ -125,13 +124,20 @@ absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_vi
   absl::MutexLock lock(&mu_);
   // Every entry is compared, whatever matches, so the time taken says nothing about the tokens.
   const config::TokenEntry* found = nullptr;
-  for (const config::TokenEntry& entry : tokens_) {
+  for (const config::TokenEntry& entry : file_.tokens) {
     const bool match =
         CRYPTO_memcmp(entry.sha256.data(), digest.data(), digest.size()) == 0 && entry.has_sha256;
     if (match) found = &entry;
   }
   if (found == nullptr) return absl::UnauthenticatedError("unknown token");
-  return Caller{.token_name = found->name, .tenant = found->tenant, .role = found->role};
+  return CallerLocked(*found);
+}
+
+Caller Authenticator::CallerLocked(const config::TokenEntry& entry) const {
+  Caller caller{.token_name = entry.name, .tenant = entry.tenant, .role = entry.role, .quota = {}};
+  if (auto it = file_.quotas.find(entry.tenant); it != file_.quotas.end())
+    caller.quota = it->second;
+  return caller;
 }
 
 }  // namespace df11::server

@@ -22,11 +22,20 @@
 
 namespace df11::server {
 
-// The token a call came with: its name (for logs), tenant and role.
+// The token a call came with: its name (for logs), tenant, role, and the tenant's quotas as the
+// tokens file said when the call arrived.
 struct Caller {
   std::string token_name;
   std::string tenant;
   config::Role role = config::Role::kUser;
+  config::TenantQuota quota;
+
+  bool admin() const { return role == config::Role::kAdmin; }
+  // Whether this caller may see and use a model of `owner`: its own tenant's and the shared
+  // ones, or any when an admin.
+  bool Sees(const std::string& owner) const {
+    return admin() || owner == tenant || owner == config::kSharedTenant;
+  }
 };
 
 class Authenticator {
@@ -50,10 +59,11 @@ class Authenticator {
 
  private:
   explicit Authenticator(std::string path) : path_(std::move(path)) {}
+  Caller CallerLocked(const config::TokenEntry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   mutable absl::Mutex mu_;
-  std::vector<config::TokenEntry> tokens_ ABSL_GUARDED_BY(mu_);
+  config::TokensFile file_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);  // the file's text when last read
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watcher_;

@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/audit/audit.h"
+#include "daemon/server/node_collector.h"
 #include "daemon/server/openai_api.h"
 #include "daemon/server/openai_server.h"
 #include "httplib.h"
@@ -65,11 +66,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         const bool guarded = absl::StartsWith(req.path, "/v1/") || req.path == "/v1" ||
                              (req.path == "/metrics" && node.config().metrics_need_token);
         if (!guarded) return httplib::Server::HandlerResponse::Unhandled;
-        std::optional<std::string> header;
-        if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
-        absl::StatusOr<Caller> caller =
-            node.Authenticate(header ? std::optional<absl::string_view>(*header) : std::nullopt,
-                              PeerSubject(req.ssl));
+        absl::StatusOr<Caller> caller = CallerOf(node, req);
         if (caller.ok()) return httplib::Server::HandlerResponse::Unhandled;
         audit::Record({.event = "authentication_failure",
                        .peer = absl::StrCat(req.remote_addr, ":", req.remote_port),
@@ -80,17 +77,23 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         return httplib::Server::HandlerResponse::Handled;
       });
   AddOpenAiRoutes(*http->server_, node);
-  http->server_->Get("/metrics",
-                     [self = http.get()](const httplib::Request&, httplib::Response& response) {
-                       std::vector<prometheus::MetricFamily> families;
-                       for (const auto& c : self->metrics_) {
-                         std::vector<prometheus::MetricFamily> more = c->Collect();
-                         families.insert(families.end(), std::make_move_iterator(more.begin()),
-                                         std::make_move_iterator(more.end()));
-                       }
-                       response.set_content(prometheus::TextSerializer().Serialize(families),
-                                            "text/plain; version=0.0.4; charset=utf-8");
-                     });
+  http->server_->Get("/metrics", [self = http.get(), &node](const httplib::Request& req,
+                                                            httplib::Response& response) {
+    std::vector<prometheus::MetricFamily> families;
+    for (const auto& c : self->metrics_) {
+      std::vector<prometheus::MetricFamily> more = c->Collect();
+      families.insert(families.end(), std::make_move_iterator(more.begin()),
+                      std::make_move_iterator(more.end()));
+    }
+    // With auth.metrics: token a user token sees only its tenant's models and the shared ones.
+    if (node.config().metrics_need_token) {
+      absl::StatusOr<Caller> caller = CallerOf(node, req);
+      if (!caller.ok()) return;  // the pre-routing handler refused it already
+      families = VisibleMetrics(std::move(families), *caller);
+    }
+    response.set_content(prometheus::TextSerializer().Serialize(families),
+                         "text/plain; version=0.0.4; charset=utf-8");
+  });
   if (port == 0) {
     http->port_ = http->server_->bind_to_any_port(host);
   } else if (http->server_->bind_to_port(host, port)) {

@@ -71,12 +71,25 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
   if (absl::Status s = ValidSeconds("keep_alive_seconds", request->keep_alive_seconds()); !s.ok()) {
     return ToGrpcStatus(s);
   }
-  registry::LoadRequest load{.source = request->source(),
-                             .name = request->name(),
-                             .pin = request->pin(),
-                             .keep_alive_seconds = std::nullopt,
-                             .device = request->device()};
-  if (request->keep_alive_seconds() > 0) load.keep_alive_seconds = request->keep_alive_seconds();
+  absl::StatusOr<registry::LoadRequest> load =
+      node_.LoadRequestFor(caller,
+                           {.source = request->source(),
+                            .name = request->name(),
+                            .pin = request->pin(),
+                            .keep_alive_seconds = std::nullopt,
+                            .device = request->device()},
+                           request->shared());
+  if (!load.ok()) {
+    audit::Record({.event = "permission_refusal",
+                   .tenant = caller.tenant,
+                   .token = caller.token_name,
+                   .peer = context->peer(),
+                   .source = request->source(),
+                   .model = request->name(),
+                   .outcome = load.status()});
+    return ToGrpcStatus(load.status());
+  }
+  if (request->keep_alive_seconds() > 0) load->keep_alive_seconds = request->keep_alive_seconds();
   // Progress goes out when the phase changes, and at most every 100 ms within a phase.
   df11::v1::LoadPhase last_phase = df11::v1::LOAD_PHASE_UNSPECIFIED;
   auto last_sent = std::chrono::steady_clock::time_point();
@@ -106,8 +119,8 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
     message.mutable_model()->set_source(request->source());
     return writer->Write(message);
   };
-  absl::StatusOr<registry::ModelInfo> info = node_.registry().Load(load, on_progress);
-  audit::Record({.event = "load",
+  absl::StatusOr<registry::ModelInfo> info = node_.registry().Load(*load, on_progress);
+  audit::Record({.event = config::IsQuotaExceeded(info.status()) ? "quota_refusal" : "load",
                  .tenant = caller.tenant,
                  .token = caller.token_name,
                  .peer = context->peer(),
@@ -143,7 +156,7 @@ grpc::Status ModelHostService::UnloadModel(grpc::ServerContext* context,
                        : request->cancel_in_flight() ? 0
                                                      : node_.config().drain_seconds;
   absl::StatusOr<UnloadOutcome> outcome =
-      node_.Unload(request->name(), absl::Seconds(drain), drain == 0);
+      node_.Unload(caller, request->name(), request->owner(), absl::Seconds(drain), drain == 0);
   audit::Record({.event = "unload",
                  .tenant = caller.tenant,
                  .token = caller.token_name,
@@ -160,17 +173,21 @@ grpc::Status ModelHostService::UnloadModel(grpc::ServerContext* context,
 grpc::Status ModelHostService::ListModels(grpc::ServerContext* context,
                                           const df11::v1::ListModelsRequest*,
                                           df11::v1::ListModelsResponse* response) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  for (const registry::ModelInfo& info : node_.ListModels())
+  Caller caller;
+  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
+  for (const registry::ModelInfo& info : node_.ListModels(caller)) {
     *response->add_models() = ToProto(info);
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status ModelHostService::GetModel(grpc::ServerContext* context,
                                         const df11::v1::GetModelRequest* request,
                                         df11::v1::ModelInfo* response) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  absl::StatusOr<registry::ModelInfo> info = node_.registry().Get(request->name());
+  Caller caller;
+  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
+  absl::StatusOr<registry::ModelInfo> info =
+      node_.GetModel(caller, request->name(), request->owner());
   if (!info.ok()) return ToGrpcStatus(info.status());
   *response = ToProto(*info);
   return grpc::Status::OK;
@@ -214,19 +231,23 @@ grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
 grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
                                         const df11::v1::GenerateRequest* request,
                                         grpc::ServerWriter<df11::v1::GenerateResponse>* writer) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  Caller caller;
+  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
   if (request->model().empty()) return ToGrpcStatus(absl::InvalidArgumentError("model: empty"));
+  absl::StatusOr<TenantLimits::Slot> slot = node_.AdmitRequest(caller, context->peer());
+  if (!slot.ok()) return ToGrpcStatus(slot.status());
   // A catalog model that is not resident is loaded now, within the call's deadline.
   const absl::Time deadline =
       std::min(absl::FromChrono(context->deadline()),
                absl::Now() + absl::Seconds(node_.config().load_wait_seconds));
-  absl::StatusOr<registry::ModelHandle> model = node_.AcquireForRequest(
-      request->model(), deadline, [context] { return context->IsCancelled(); });
+  absl::StatusOr<registry::ModelHandle> model =
+      node_.AcquireForRequest(caller, request->model(), request->owner(), deadline,
+                              [context] { return context->IsCancelled(); });
   if (!model.ok()) return ToGrpcStatus(model.status());
   absl::StatusOr<runtime::GenerationRequest> prepared =
       PrepareGenerate(*request, **model, node_.config());
   if (!prepared.ok()) {
-    node_.metrics().RequestFinished((*model)->name, "invalid_argument");
+    node_.metrics().RequestFinished((*model)->owner, (*model)->name, "invalid_argument");
     return ToGrpcStatus(prepared.status());
   }
   absl::StatusOr<std::shared_ptr<scheduler::Job>> job =
@@ -281,21 +302,23 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
 grpc::Status ModelHostService::GetNodeStatus(grpc::ServerContext* context,
                                              const df11::v1::GetNodeStatusRequest*,
                                              df11::v1::NodeStatus* response) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  *response = ToProto(node_.Status());
+  Caller caller;
+  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
+  *response = ToProto(node_.Status(caller));
   return grpc::Status::OK;
 }
 
 grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
                                                const df11::v1::WatchNodeStatusRequest* request,
                                                grpc::ServerWriter<df11::v1::NodeStatus>* writer) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
+  Caller caller;
+  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
   const double interval = request->interval_seconds();
   if (absl::Status s = ValidSeconds("interval_seconds", interval); !s.ok()) return ToGrpcStatus(s);
   const absl::Duration every =
       interval > 0 ? absl::Seconds(std::max(interval, 0.05)) : absl::Seconds(1);
   while (!context->IsCancelled() && !node_.shutting_down()) {
-    if (!writer->Write(ToProto(node_.Status()))) break;
+    if (!writer->Write(ToProto(node_.Status(caller)))) break;
     for (absl::Time until = absl::Now() + every; absl::Now() < until;) {
       if (context->IsCancelled() ||
           node_.WaitForShutdown(std::min(kWatchPoll, until - absl::Now()))) {

@@ -76,9 +76,40 @@ absl::StatusOr<std::pair<std::unique_ptr<runtime::Backend>, std::string>> MakeBa
 absl::StatusOr<Caller> Node::Authenticate(std::optional<absl::string_view> authorization,
                                           absl::string_view subject) const {
   if (auth_ == nullptr) {
-    return Caller{.token_name = "", .tenant = "shared", .role = config::Role::kAdmin};
+    return Caller{.token_name = "",
+                  .tenant = config::kSharedTenant,
+                  .role = config::Role::kAdmin,
+                  .quota = {}};
   }
   return auth_->Authenticate(authorization, subject);
+}
+
+absl::StatusOr<TenantLimits::Slot> Node::AdmitRequest(const Caller& caller,
+                                                      const std::string& peer) {
+  absl::StatusOr<TenantLimits::Slot> slot = tenant_limits_.Admit(caller.tenant, caller.quota);
+  if (!slot.ok()) {
+    audit::Record({.event = "quota_refusal",
+                   .tenant = caller.tenant,
+                   .token = caller.token_name,
+                   .peer = peer,
+                   .outcome = slot.status()});
+  }
+  return slot;
+}
+
+absl::StatusOr<registry::LoadRequest> Node::LoadRequestFor(const Caller& caller,
+                                                           registry::LoadRequest request,
+                                                           bool shared) const {
+  if (shared && !caller.admin()) {
+    return absl::PermissionDeniedError(
+        "shared: only an admin token may load a model every tenant shares");
+  }
+  request.owner = shared ? config::kSharedTenant : caller.tenant;
+  if (request.owner == caller.tenant) {
+    request.owner_max_bytes = caller.quota.max_resident_bytes;
+    request.owner_max_models = caller.quota.max_models;
+  }
+  return request;
 }
 
 absl::Status Node::CheckLoadSource(const std::string& source, const Caller& caller) const {
@@ -198,15 +229,19 @@ std::optional<uint64_t> Node::CatalogModelBytes(const config::ModelSpec& model) 
   return bytes;
 }
 
-std::vector<registry::ModelInfo> Node::ListModels() const {
+std::vector<registry::ModelInfo> Node::ListModels(const Caller& caller) const {
   std::vector<registry::ModelInfo> models = registry_->List();
+  std::erase_if(models, [&](const registry::ModelInfo& m) { return !caller.Sees(m.owner); });
   for (const config::ModelSpec& m : Catalog()) {
     const std::string name = registry::ModelName(m.source, m.name);
-    const bool listed = std::any_of(models.begin(), models.end(),
-                                    [&](const registry::ModelInfo& i) { return i.name == name; });
+    const bool listed =
+        std::any_of(models.begin(), models.end(), [&](const registry::ModelInfo& i) {
+          return i.name == name && i.owner == config::kSharedTenant;
+        });
     if (listed) continue;
     registry::ModelInfo info;
     info.name = name;
+    info.owner = config::kSharedTenant;
     info.state = registry::ModelState::kAvailable;
     info.source = m.source;
     info.device = registry_->device_name();
@@ -249,19 +284,70 @@ void Node::WatchCatalogFile() {
   } while (!WaitForShutdown(absl::Seconds(2)));
 }
 
-absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
-    const std::string& name, absl::Time deadline, const std::function<bool()>& cancelled) {
-  absl::StatusOr<registry::ModelHandle> handle = registry_->Acquire(name);
-  if (handle.ok() || !config_.on_demand) return handle;
-  const std::optional<config::ModelSpec> spec = FindInCatalog(name);
-  if (!spec) {
-    if (!absl::IsNotFound(handle.status())) return handle;
-    std::vector<std::string> names;
-    for (const registry::ModelInfo& m : ListModels()) names.push_back(m.name);
-    return absl::NotFoundError(
-        absl::StrCat("model \"", name, "\" is neither loaded nor in the catalog (models: ",
-                     names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+std::string Node::VisibleNames(const Caller& caller) const {
+  std::vector<std::string> names;
+  for (const registry::ModelInfo& m : ListModels(caller)) {
+    names.push_back(caller.admin() ? registry::DescribeModel({m.owner, m.name}) : m.name);
   }
+  return names.empty() ? "none" : absl::StrJoin(names, ", ");
+}
+
+absl::StatusOr<registry::ModelKey> Node::Resolve(const Caller& caller, const std::string& name,
+                                                 const std::string& owner) const {
+  if (name.empty()) return absl::InvalidArgumentError("model: empty");
+  std::vector<registry::ModelKey> candidates;
+  if (!owner.empty()) {
+    if (caller.Sees(owner)) candidates.push_back({owner, name});
+  } else {
+    candidates.push_back({caller.tenant, name});
+    candidates.push_back({config::kSharedTenant, name});
+  }
+  for (const registry::ModelKey& key : candidates) {
+    if (registry_->Get(key).ok()) return key;
+  }
+  // Not resident: a catalog model is the shared one.
+  if (std::any_of(candidates.begin(), candidates.end(),
+                  [](const registry::ModelKey& k) { return k.owner == config::kSharedTenant; }) &&
+      FindInCatalog(name)) {
+    return registry::ModelKey{config::kSharedTenant, name};
+  }
+  // An admin naming no owner means the one tenant's model of that name, if only one has it.
+  if (caller.admin() && owner.empty()) {
+    std::vector<std::string> owners;
+    for (const registry::ModelInfo& m : registry_->List()) {
+      if (m.name == name) owners.push_back(m.owner);
+    }
+    if (owners.size() == 1) return registry::ModelKey{owners[0], name};
+    if (owners.size() > 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model \"", name, "\" is a model of tenants ", absl::StrJoin(owners, ", "),
+                       "; name one as its owner (df11ctl --owner)"));
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("model \"", name,
+                   "\" is neither loaded nor in the catalog (models: ", VisibleNames(caller), ")"));
+}
+
+absl::StatusOr<registry::ModelInfo> Node::GetModel(const Caller& caller, const std::string& name,
+                                                   const std::string& owner) const {
+  DF11_ASSIGN_OR_RETURN(const registry::ModelKey key, Resolve(caller, name, owner));
+  absl::StatusOr<registry::ModelInfo> info = registry_->Get(key);
+  if (info.ok()) return info;
+  for (registry::ModelInfo& m : ListModels(caller)) {  // a catalog model, not resident
+    if (m.owner == key.owner && m.name == key.name) return std::move(m);
+  }
+  return info.status();
+}
+
+absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
+    const Caller& caller, const std::string& name, const std::string& owner, absl::Time deadline,
+    const std::function<bool()>& cancelled) {
+  DF11_ASSIGN_OR_RETURN(const registry::ModelKey key, Resolve(caller, name, owner));
+  absl::StatusOr<registry::ModelHandle> handle = registry_->Acquire(key);
+  if (handle.ok() || !config_.on_demand || key.owner != config::kSharedTenant) return handle;
+  const std::optional<config::ModelSpec> spec = FindInCatalog(name);
+  if (!spec) return handle;
   // One load for every request waiting on this model; it runs on a thread of its own, so it
   // goes on when the requests give up. A model evicted again before this request could take it
   // (by another on-demand load) is loaded again, until the deadline.
@@ -312,7 +398,7 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
     }
     if (!load->status.ok()) return load->status;
     lock.unlock();
-    handle = registry_->Acquire(name);
+    handle = registry_->Acquire(key);
     if (handle.ok() || !absl::IsNotFound(handle.status()) || absl::Now() >= deadline) return handle;
   }
 }
@@ -340,19 +426,32 @@ void Node::StartPreload() {
   });
 }
 
-absl::StatusOr<UnloadOutcome> Node::Unload(const std::string& name, absl::Duration drain,
+absl::StatusOr<UnloadOutcome> Node::Unload(const Caller& caller, const std::string& name,
+                                           const std::string& owner, absl::Duration drain,
                                            bool cancel_in_flight) {
+  absl::StatusOr<registry::ModelKey> key = Resolve(caller, name, owner);
+  if (absl::IsNotFound(key.status())) {
+    return absl::NotFoundError(
+        absl::StrCat("model \"", name, "\" is not loaded (models: ", VisibleNames(caller), ")"));
+  }
+  if (!key.ok()) return key.status();
   DF11_ASSIGN_OR_RETURN(std::shared_ptr<const registry::ResidentModel> model,
-                        registry_->BeginUnload(name));
+                        registry_->BeginUnload(*key));
   UnloadOutcome outcome;
   if (model != nullptr) {
     outcome.requests_cancelled = scheduler_->Drain(model.get(), drain, cancel_in_flight);
   }
-  outcome.result = registry_->FinishUnload(name);
+  outcome.result = registry_->FinishUnload(*key);
   model.reset();  // the last reference: the memory goes now
-  Log(absl::StrCat("unloaded ", name, " (", outcome.result.bytes_freed, " bytes freed, ",
-                   outcome.requests_cancelled, " requests cancelled)"));
+  Log(absl::StrCat("unloaded ", registry::DescribeModel(*key), " (", outcome.result.bytes_freed,
+                   " bytes freed, ", outcome.requests_cancelled, " requests cancelled)"));
   return outcome;
+}
+
+NodeStatus Node::Status(const Caller& caller) const {
+  NodeStatus status = Status();
+  std::erase_if(status.models, [&](const registry::ModelInfo& m) { return !caller.Sees(m.owner); });
+  return status;
 }
 
 NodeStatus Node::Status() const {

@@ -29,6 +29,7 @@
 #include "daemon/runtime/backend.h"
 #include "daemon/scheduler/scheduler.h"
 #include "daemon/server/auth.h"
+#include "daemon/server/tenant_limits.h"
 #include "daemon/server/tls.h"
 
 namespace df11::server {
@@ -64,9 +65,31 @@ class Node {
   // The catalog now: the config's entries, then the catalog file's (re-read when it changes; an
   // entry of the file replaces the config's of the same name).
   std::vector<config::ModelSpec> Catalog() const;
-  // Every model the node knows: the registry's, then catalog entries that are not in it
-  // (state kAvailable).
-  std::vector<registry::ModelInfo> ListModels() const;
+  // Every model `caller` sees (Caller::Sees): the registry's, then catalog entries that are not
+  // resident (state kAvailable).
+  std::vector<registry::ModelInfo> ListModels(const Caller& caller) const;
+
+  // The model `name` means to `caller`. `owner` empty: the caller's own tenant's model of that
+  // name, else the shared one (resident, or in the catalog); else that owner's, when the caller
+  // sees it; for an admin naming no owner, failing those, the one tenant's model of that name
+  // (kFailedPrecondition when several tenants have one). kNotFound naming only the models the
+  // caller sees: another tenant's model does not exist for it.
+  absl::StatusOr<registry::ModelKey> Resolve(const Caller& caller, const std::string& name,
+                                             const std::string& owner) const;
+  absl::StatusOr<registry::ModelInfo> GetModel(const Caller& caller, const std::string& name,
+                                               const std::string& owner) const;
+
+  // Admits a Generate or completion request of `caller` under its tenant's quotas
+  // (max_running_requests, requests_per_minute): the slot counts it as running until destroyed.
+  // kResourceExhausted (config::IsQuotaExceeded) with the quota, the use and what was asked; a
+  // refusal is written to the audit log with `peer`.
+  absl::StatusOr<TenantLimits::Slot> AdmitRequest(const Caller& caller, const std::string& peer);
+
+  // The registry's load request for `caller`: owned by its tenant (by `shared` when `shared` is
+  // set, which only an admin may ask: kPermissionDenied otherwise), with its tenant's quotas.
+  absl::StatusOr<registry::LoadRequest> LoadRequestFor(const Caller& caller,
+                                                       registry::LoadRequest request,
+                                                       bool shared) const;
 
   // The bytes a catalog model would take when loaded on this device (the backend's placement
   // estimate), when its files are on this node (a directory, or a hub id in the cache); read
@@ -79,14 +102,22 @@ class Node {
   // kNotFound when the model is neither resident nor in the catalog (naming them);
   // kDeadlineExceeded when the load outlasts the wait; kCancelled; the load's errors
   // (kResourceExhausted with the numbers, kNotFound, kDataLoss, ...); the registry's otherwise.
-  absl::StatusOr<registry::ModelHandle> AcquireForRequest(const std::string& name,
+  // `name` and `owner` are resolved for `caller` (Resolve).
+  absl::StatusOr<registry::ModelHandle> AcquireForRequest(const Caller& caller,
+                                                          const std::string& name,
+                                                          const std::string& owner,
                                                           absl::Time deadline,
                                                           const std::function<bool()>& cancelled);
 
   // Unload as the wire API describes: no new requests, in-flight ones drain for `drain` (none
-  // with `cancel_in_flight`) and are then cancelled, and the memory is returned.
-  absl::StatusOr<UnloadOutcome> Unload(const std::string& name, absl::Duration drain,
+  // with `cancel_in_flight`) and are then cancelled, and the memory is returned. A user unloads
+  // its own tenant's models and shared ones.
+  absl::StatusOr<UnloadOutcome> Unload(const Caller& caller, const std::string& name,
+                                       const std::string& owner, absl::Duration drain,
                                        bool cancel_in_flight);
+  // The node's devices, and the models `caller` sees.
+  NodeStatus Status(const Caller& caller) const;
+  // Everything: the models of every tenant (for /metrics, which filters by caller itself).
   NodeStatus Status() const;
 
   // Called when the daemon begins to shut down (again: nothing more happens): preloads and
@@ -104,7 +135,8 @@ class Node {
 
   // The caller of a gRPC call or HTTP request from its authorization header (nullopt: none), the
   // one check both front ends make. Without auth.tokens_file every caller is an admin of the
-  // shared tenant; with it, UNAUTHENTICATED unless the header carries a listed token.
+  // shared tenant (so every model is shared); with it, UNAUTHENTICATED unless the header carries a
+  // listed token.
   absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization,
                                       absl::string_view subject = "") const;
   // The listeners' TLS files (config tls:), null without TLS.
@@ -131,6 +163,8 @@ class Node {
   void WatchCatalogFile();
   // The catalog entry named `name`, if any.
   std::optional<config::ModelSpec> FindInCatalog(const std::string& name) const;
+  // The names `caller` sees, for kNotFound messages.
+  std::string VisibleNames(const Caller& caller) const;
 
   const config::Config config_;
   std::unique_ptr<Authenticator> auth_;  // null without auth.tokens_file
@@ -140,6 +174,7 @@ class Node {
   std::unique_ptr<runtime::Backend> backend_;
   std::unique_ptr<registry::Registry> registry_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
+  TenantLimits tenant_limits_;
   std::thread preload_;
   std::atomic<bool> preload_done_{false};
   absl::Notification shutdown_;

@@ -83,13 +83,17 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
              {"df11_units", m.bytes.df11_units},
              {"passthrough", m.bytes.passthrough},
              {"kv_cache", m.bytes.kv_cache_in_use}}) {
-      Add(model_bytes, {{"model", m.name}, {"device", m.device}, {"kind", kind}},
+      Add(model_bytes,
+          {{"model", m.name}, {"tenant", m.owner}, {"device", m.device}, {"kind", kind}},
           static_cast<double>(value));
     }
-    Add(model_up, {{"model", m.name}, {"state", std::string(registry::ModelStateName(m.state))}},
+    Add(model_up,
+        {{"model", m.name},
+         {"tenant", m.owner},
+         {"state", std::string(registry::ModelStateName(m.state))}},
         1);
-    Add(queued, {{"model", m.name}}, m.queued_requests);
-    Add(running, {{"model", m.name}}, m.running_requests);
+    Add(queued, {{"model", m.name}, {"tenant", m.owner}}, m.queued_requests);
+    Add(running, {{"model", m.name}, {"tenant", m.owner}}, m.running_requests);
   }
   // KV blocks: a GPU's pool pages; on the CPU a position is a block and the free budget holds them.
   uint64_t per_position = 0;
@@ -154,6 +158,23 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
   Add(gpu_kv_usage, {}, usage);
   return {device_bytes, model_bytes, model_up,     queued,       running, waiting_all,
           running_all,  kv_usage,    gpu_kv_usage, cache_config, lora,    insecure};
+}
+
+std::vector<prometheus::MetricFamily> VisibleMetrics(std::vector<prometheus::MetricFamily> families,
+                                                     const Caller& caller) {
+  if (caller.admin()) return families;
+  std::vector<prometheus::MetricFamily> out;
+  for (prometheus::MetricFamily& family : families) {
+    if (family.name == "vllm:lora_requests_info") continue;  // names every tenant's models
+    std::erase_if(family.metric, [&](const prometheus::ClientMetric& metric) {
+      return std::any_of(metric.label.begin(), metric.label.end(),
+                         [&](const prometheus::ClientMetric::Label& label) {
+                           return label.name == "tenant" && !caller.Sees(label.value);
+                         });
+    });
+    out.push_back(std::move(family));
+  }
+  return out;
 }
 
 }  // namespace df11::server

@@ -7,6 +7,8 @@
 // catalog's median size the node could still place), so that the picker's LoRA-affinity scorer
 // sends a request to a node where its model is resident, or else to one with room.
 //
+// Series of a model carry the labels `model` and `tenant` (its owner).
+//
 //   HttpServer::Start(address, {metrics.registry(), std::make_shared<NodeCollector>(*node)});
 #ifndef DF11_DAEMON_SERVER_NODE_COLLECTOR_H_
 #define DF11_DAEMON_SERVER_NODE_COLLECTOR_H_
@@ -33,6 +35,12 @@ class NodeCollector final : public prometheus::Collectable {
   mutable std::string last_labels_;
   mutable double changed_at_ = 0;
 };
+
+// What `caller` may see of `families` (with auth.metrics: token): an admin everything; a user
+// no series of another tenant's model, and not vllm:lora_requests_info, whose labels name every
+// resident model (routers scrape with an admin token, or with auth.metrics: open).
+std::vector<prometheus::MetricFamily> VisibleMetrics(std::vector<prometheus::MetricFamily> families,
+                                                     const Caller& caller);
 
 }  // namespace df11::server
 

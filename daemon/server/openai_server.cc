@@ -23,6 +23,7 @@ void SendError(httplib::Response& res, const absl::Status& status) {
 
 // What a completion request carries from its handler to the content provider that streams it.
 struct Completion {
+  TenantLimits::Slot slot;  // one of the tenant's running requests, until the response ends
   openai::Request request;
   std::shared_ptr<scheduler::Job> job;
   std::unique_ptr<openai::Responder> responder;
@@ -85,18 +86,24 @@ bool Provide(Completion& c, httplib::DataSink& sink) {
 }
 
 void HandleCompletion(Node& node, bool chat, const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<Caller> caller = CallerOf(node, req);
+  if (!caller.ok()) return SendError(res, caller.status());
   absl::StatusOr<openai::Request> parsed = openai::ParseRequest(req.body, chat);
   if (!parsed.ok()) return SendError(res, parsed.status());
   auto c = std::make_shared<Completion>();
   c->request = *std::move(parsed);
+  absl::StatusOr<TenantLimits::Slot> slot =
+      node.AdmitRequest(*caller, absl::StrCat(req.remote_addr, ":", req.remote_port));
+  if (!slot.ok()) return SendError(res, slot.status());
+  c->slot = *std::move(slot);
   const std::string& name = c->request.generate.model();
   absl::StatusOr<registry::ModelHandle> model = node.AcquireForRequest(
-      name, absl::Now() + absl::Seconds(node.config().load_wait_seconds), nullptr);
+      *caller, name, "", absl::Now() + absl::Seconds(node.config().load_wait_seconds), nullptr);
   if (!model.ok()) return SendError(res, model.status());
   absl::StatusOr<runtime::GenerationRequest> prepared =
       PrepareGenerate(c->request.generate, **model, node.config());
   if (!prepared.ok()) {
-    node.metrics().RequestFinished((*model)->name, "invalid_argument");
+    node.metrics().RequestFinished((*model)->owner, (*model)->name, "invalid_argument");
     return SendError(res, prepared.status());
   }
   const runtime::Tokenizer& tokenizer = *(*model)->tokenizer;  // the job keeps the model alive
@@ -122,9 +129,18 @@ void HandleCompletion(Node& node, bool chat, const httplib::Request& req, httpli
 
 }  // namespace
 
+absl::StatusOr<Caller> CallerOf(const Node& node, const httplib::Request& req) {
+  std::optional<std::string> header;
+  if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
+  return node.Authenticate(header ? std::optional<absl::string_view>(*header) : std::nullopt,
+                           PeerSubject(req.ssl));
+}
+
 void AddOpenAiRoutes(httplib::Server& server, Node& node) {
-  server.Get("/v1/models", [&node](const httplib::Request&, httplib::Response& res) {
-    res.set_content(openai::ModelList(node.ListModels(), absl::ToUnixSeconds(absl::Now())),
+  server.Get("/v1/models", [&node](const httplib::Request& req, httplib::Response& res) {
+    absl::StatusOr<Caller> caller = CallerOf(node, req);
+    if (!caller.ok()) return SendError(res, caller.status());
+    res.set_content(openai::ModelList(node.ListModels(*caller), absl::ToUnixSeconds(absl::Now())),
                     "application/json");
   });
   server.Post("/v1/completions", [&node](const httplib::Request& req, httplib::Response& res) {

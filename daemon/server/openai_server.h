@@ -2,7 +2,8 @@
 // POST /v1/chat/completions (with Server-Sent Events when `stream` is set), run through the node's
 // scheduler exactly as gRPC Generate runs, catalog models loaded on demand. Errors are OpenAI's
 // error objects with the HTTP status of their gRPC code (status_conversion.h). A client that goes
-// away cancels its request.
+// away cancels its request. A caller sees and uses its own tenant's models and the shared ones, and
+// its requests count against its tenant's quotas (Node::AdmitRequest).
 #ifndef DF11_DAEMON_SERVER_OPENAI_SERVER_H_
 #define DF11_DAEMON_SERVER_OPENAI_SERVER_H_
 
@@ -10,9 +11,14 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+}  // namespace httplib
 
 namespace df11::server {
+
+// The caller of an HTTP request, from its Authorization header (and its client certificate under
+// mutual TLS): Node::Authenticate.
+absl::StatusOr<Caller> CallerOf(const Node& node, const httplib::Request& req);
 
 // Adds the routes to `server`; `node` must outlive it.
 void AddOpenAiRoutes(httplib::Server& server, Node& node);

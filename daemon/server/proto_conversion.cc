@@ -5,6 +5,7 @@ namespace df11::server {
 df11::v1::ModelInfo ToProto(const registry::ModelInfo& info) {
   df11::v1::ModelInfo out;
   out.set_name(info.name);
+  out.set_owner(info.owner);
   switch (info.state) {
     case registry::ModelState::kLoading: out.set_state(df11::v1::MODEL_STATE_LOADING); break;
     case registry::ModelState::kReady: out.set_state(df11::v1::MODEL_STATE_READY); break;

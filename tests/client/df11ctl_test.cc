@@ -158,6 +158,27 @@ TEST_F(Df11ctlTest, ListPrintsOneRowPerModel) {
       "  3.0 GiB  no             0       0\n");
 }
 
+TEST_F(Df11ctlTest, ListShowsOwnersOnceATenantOwnsAModel) {
+  host().Set([](FakeModelHost::Replies& r) {
+    v1::ModelInfo* demo = r.list.add_models();
+    *demo = DemoModel();
+    demo->set_owner("shared");
+    v1::ModelInfo* chat = r.list.add_models();
+    *chat = DemoModel();
+    chat->set_name("chat");
+    chat->set_owner("team-a");
+  });
+  const Output o = Run({"list"});
+  EXPECT_EQ(o.code, kExitOk);
+  EXPECT_EQ(o.out,
+            "NAME  OWNER   STATE  ARCH              FORMAT  DEVICE    UNITS  PASSTHROUGH   KV CACHE"
+            "    TOTAL  PINNED  REQUESTS  TOKENS\n"
+            "demo  shared  ready  Qwen3ForCausalLM  DF11    cpu     4.0 MiB      1.0 MiB  512.0 KiB"
+            "  5.5 MiB  yes           12    3456\n"
+            "chat  team-a  ready  Qwen3ForCausalLM  DF11    cpu     4.0 MiB      1.0 MiB  512.0 KiB"
+            "  5.5 MiB  yes           12    3456\n");
+}
+
 TEST_F(Df11ctlTest, ListWithoutModelsSaysSo) {
   const Output o = Run({"list"});
   EXPECT_EQ(o.code, kExitOk);
@@ -179,7 +200,8 @@ TEST_F(Df11ctlTest, ListJsonIsTheProtoMessageWithEveryField) {
                    R"("bytes":[{"device":"cpu","df11_units":"3","passthrough":"2",)"
                    R"("kv_cache_in_use":"1","total":"6"}],"pinned":false,"keep_alive_seconds":0,)"
                    R"("last_used_unix_ms":"0","requests_served":"5","tokens_generated":"0",)"
-                   R"("context_length":"0","running_requests":0,"queued_requests":0}]})"
+                   R"("context_length":"0","running_requests":0,"queued_requests":0,)"
+                   R"("owner":""}]})"
                    "\n");
 }
 

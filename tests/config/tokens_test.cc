@@ -17,11 +17,13 @@ constexpr char kHash[] = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c
 std::string File(const std::string& entries) { return "tokens:\n" + entries; }
 
 TEST(TokensTest, EntriesReadAsWritten) {
-  absl::StatusOr<std::vector<TokenEntry>> tokens = ParseTokens(File(
+  absl::StatusOr<TokensFile> file = ParseTokens(File(
       std::string("  - {name: ci, sha256: ") + kHash + ", tenant: team-a, role: user}\n" +
       "  - {name: ops, sha256: 60303AE22B998861BCE3B28F33EEC1BE758A213C86C93C076DBE9F558C11C752,"
       " tenant: ops, role: admin}\n"));
-  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  ASSERT_TRUE(file.ok()) << file.status();
+  const std::vector<TokenEntry>* tokens = &file->tokens;
+  EXPECT_TRUE(file->quotas.empty());
   ASSERT_EQ(tokens->size(), 2u);
   EXPECT_EQ((*tokens)[0].name, "ci");
   EXPECT_EQ((*tokens)[0].tenant, "team-a");
@@ -30,15 +32,48 @@ TEST(TokensTest, EntriesReadAsWritten) {
   EXPECT_EQ((*tokens)[0].sha256[31], 0x08);
   EXPECT_EQ((*tokens)[1].role, Role::kAdmin);
   EXPECT_EQ((*tokens)[1].sha256[0], 0x60);  // upper-case hex too
-  absl::StatusOr<std::vector<TokenEntry>> by_subject =
-      ParseTokens(File("  - {name: batch, subject: \"CN=batch,O=Example\", tenant: b}\n"));
+  absl::StatusOr<TokensFile> by_subject =
+      ParseTokens(File("  - {name: batch, subject: \"CN=batch,O=Example\", tenant: b}\n"
+                       "  - {name: batch2, subject: \"CN=batch2,O=Example\", tenant: b}\n"));
   ASSERT_TRUE(by_subject.ok()) << by_subject.status();
-  EXPECT_EQ((*by_subject)[0].subject, "CN=batch,O=Example");
-  EXPECT_FALSE((*by_subject)[0].has_sha256);
+  EXPECT_EQ(by_subject->tokens[0].subject, "CN=batch,O=Example");
+  EXPECT_FALSE(by_subject->tokens[0].has_sha256);
   EXPECT_EQ(RoleName(Role::kAdmin), "admin");
   // No entries: nobody may call.
-  EXPECT_TRUE(ParseTokens("tokens: []\n")->empty());
-  EXPECT_TRUE(ParseTokens("tokens:\n")->empty());
+  EXPECT_TRUE(ParseTokens("tokens: []\n")->tokens.empty());
+  EXPECT_TRUE(ParseTokens("tokens:\n")->tokens.empty());
+  // An admin may act as the shared tenant.
+  EXPECT_TRUE(ParseTokens(File(std::string("  - {name: a, sha256: ") + kHash +
+                               ", tenant: shared, role: admin}\n"))
+                  .ok());
+}
+
+TEST(TokensTest, TenantQuotasReadAsWritten) {
+  absl::StatusOr<TokensFile> file = ParseTokens(
+      "tenants:\n"
+      "  team-a: {max_resident_bytes: 2GiB, max_models: 4, max_running_requests: 32,"
+      " requests_per_minute: 600}\n"
+      "  team-b: {max_models: 1}\n");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->quotas.size(), 2u);
+  const TenantQuota& a = file->quotas.at("team-a");
+  EXPECT_EQ(a.max_resident_bytes, uint64_t{2} << 30);
+  EXPECT_EQ(a.max_models, 4);
+  EXPECT_EQ(a.max_running_requests, 32);
+  EXPECT_EQ(a.requests_per_minute, 600);
+  const TenantQuota& b = file->quotas.at("team-b");
+  EXPECT_EQ(b.max_models, 1);
+  EXPECT_FALSE(b.max_resident_bytes.has_value());
+  EXPECT_FALSE(b.max_running_requests.has_value());
+  EXPECT_FALSE(b.requests_per_minute.has_value());
+}
+
+TEST(TokensTest, QuotaRefusalsAreMarked) {
+  const absl::Status quota = QuotaExceededError("tenant a: max_models is 1");
+  EXPECT_EQ(quota.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(quota.message(), "tenant a: max_models is 1");
+  EXPECT_TRUE(IsQuotaExceeded(quota));
+  EXPECT_FALSE(IsQuotaExceeded(absl::ResourceExhaustedError("the device is full")));
 }
 
 TEST(TokensTest, MalformedEntriesAreRefusedNamingTheField) {
@@ -49,7 +84,20 @@ TEST(TokensTest, MalformedEntriesAreRefusedNamingTheField) {
   } cases[] = {
       {"[]", "mapping"},
       {"tokens: {}", "tokens: must be a list"},
-      {"tokenz: []", "tokenz: unknown field"},
+      {"tokenz: []", "tokenz: unknown field (known: tokens, tenants)"},
+      {File("  - {name: a, sha256: " + ok_hash + ", tenant: shared}\n"),
+       "tokens[0].tenant: \"shared\" owns the catalog's models"},
+      {"tenants: [a]", "tenants: must be a mapping by tenant"},
+      {"tenants: {Team: {max_models: 1}}", "tenants: \"Team\" is not 1-63"},
+      {"tenants: {a: 1}", "tenants.a: must be a mapping"},
+      {"tenants: {a: {max_gpus: 1}}", "tenants.a.max_gpus: unknown field"},
+      {"tenants: {a: {max_models: 0}}", "tenants.a.max_models: must be positive"},
+      {"tenants: {a: {max_models: -3}}", "tenants.a.max_models: must be positive"},
+      {"tenants: {a: {requests_per_minute: lots}}",
+       "tenants.a.requests_per_minute: \"lots\" is not a whole number"},
+      {"tenants: {a: {max_running_requests: [1]}}", "tenants.a.max_running_requests: must be a"},
+      {"tenants: {a: {max_resident_bytes: 12 parsecs}}", "tenants.a.max_resident_bytes: "},
+      {"tenants: {a: {max_resident_bytes: 0}}", "tenants.a.max_resident_bytes: must be positive"},
       {File("  - just-a-string\n"), "tokens[0].: must be a mapping"},
       {File("  - {sha256: " + ok_hash + ", tenant: a}\n"), "tokens[0].name: is required"},
       {File("  - {name: a, tenant: a}\n"), "tokens[0].sha256: exactly one of sha256"},
@@ -78,7 +126,7 @@ TEST(TokensTest, MalformedEntriesAreRefusedNamingTheField) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.yaml);
-    absl::StatusOr<std::vector<TokenEntry>> tokens = ParseTokens(c.yaml);
+    absl::StatusOr<TokensFile> tokens = ParseTokens(c.yaml);
     ASSERT_FALSE(tokens.ok());
     EXPECT_EQ(tokens.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(tokens.status().message(), HasSubstr(c.error));
@@ -122,9 +170,10 @@ TEST(TokensTest, TheConfigNamesTheTokensFileAndWhetherMetricsNeedOne) {
 
 TEST(TokensTest, TheExamplesInConfigsRead) {
   const std::string configs = std::string(DF11_SOURCE_DIR) + "/configs";
-  absl::StatusOr<std::vector<TokenEntry>> tokens = LoadTokensFile(configs + "/tokens.example.yaml");
+  absl::StatusOr<TokensFile> tokens = LoadTokensFile(configs + "/tokens.example.yaml");
   ASSERT_TRUE(tokens.ok()) << tokens.status();
-  EXPECT_EQ(tokens->size(), 3u);
+  EXPECT_EQ(tokens->tokens.size(), 3u);
+  EXPECT_EQ(tokens->quotas.size(), 2u);
   absl::StatusOr<Config> secure = LoadConfigFile(configs + "/secure.yaml");
   ASSERT_TRUE(secure.ok()) << secure.status();
   EXPECT_EQ(secure->auth_tokens_file, configs + "/tokens.yaml");

@@ -855,12 +855,14 @@ TEST_F(DaemonTest, MetricsShowMemoryRequestsAndRouterGauges) {
   ASSERT_TRUE(Generate(*client_, TextRequest("demo", "import", 3, 4)).status.ok());
   const std::string metrics = testing::HttpGet(daemon_->http_port(), "/metrics");
   for (const char* expected :
-       {"df11_model_resident_bytes{model=\"demo\",device=\"cpu\",kind=\"df11_units\"}",
+       {"df11_model_resident_bytes{model=\"demo\",tenant=\"shared\",device=\"cpu\",kind=\"df11_"
+        "units\"}",
         "df11_device_memory_bytes{device=\"cpu\",kind=\"budget\"}",
-        "df11_requests_total{model=\"demo\",outcome=\"ok\"}",
-        "df11_generated_tokens_total{model=\"demo\"}", "df11_time_to_first_token_seconds_bucket",
-        "df11_time_per_output_token_seconds_bucket", "df11_model_loads_total{outcome=\"ok\"}",
-        "df11_requests_waiting{model=\"demo\"}", "vllm:num_requests_waiting",
+        "df11_requests_total{model=\"demo\",outcome=\"ok\",tenant=\"shared\"}",
+        "df11_generated_tokens_total{model=\"demo\",tenant=\"shared\"}",
+        "df11_time_to_first_token_seconds_bucket", "df11_time_per_output_token_seconds_bucket",
+        "df11_model_loads_total{outcome=\"ok\"}",
+        "df11_requests_waiting{model=\"demo\",tenant=\"shared\"}", "vllm:num_requests_waiting",
         "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:cache_config_info{",
         "vllm:lora_requests_info{"}) {
     EXPECT_THAT(metrics, HasSubstr(expected));
@@ -926,7 +928,7 @@ TEST_F(DaemonBudgetTest, LruEvictsTheIdleUnpinnedModel) {
   EXPECT_THAT(client->GetModel("llama").status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(client->GetModel("demo").ok());  // pinned
   EXPECT_THAT(testing::HttpGet(daemon.http_port(), "/metrics"),
-              HasSubstr("df11_model_evictions_total{model=\"llama\"} 1"));
+              HasSubstr("df11_model_evictions_total{model=\"llama\",tenant=\"shared\"} 1"));
   EXPECT_EQ(daemon.Terminate(), 0);
   // And in the audit log.
   std::ifstream log(root_ + "/df11d.log");

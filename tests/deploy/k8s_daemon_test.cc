@@ -204,12 +204,12 @@ TEST(K8sDaemonTest, TheDashboardQueriesMetricsDf11dExports) {
       [](const registry::LoadProgress&) { return true; });
   ASSERT_TRUE(demo.ok()) << demo.status();
   metrics::Metrics& m = (*node)->metrics();
-  m.RequestFinished("demo", "ok");
-  m.TokensGenerated("demo", 1);
-  m.TimeToFirstToken("demo", 0.1);
-  m.TimePerToken("demo", 0.01);
+  m.RequestFinished("shared", "demo", "ok");
+  m.TokensGenerated("shared", "demo", 1);
+  m.TimeToFirstToken("shared", "demo", 0.1);
+  m.TimePerToken("shared", "demo", 0.01);
   m.ModelLoad("ok", 1);
-  m.ModelEvicted("demo");
+  m.ModelEvicted("shared", "demo");
   m.ModelSwap("cpu");
   // Each family's type and label names.
   std::map<std::string, std::pair<prometheus::MetricType, std::set<std::string>>> families;

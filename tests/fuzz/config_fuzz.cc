@@ -35,18 +35,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!again.ok() || df11::config::ConfigToYaml(*again) != yaml) std::abort();
     return 0;
   }
-  absl::StatusOr<std::vector<df11::config::TokenEntry>> tokens = df11::config::ParseTokens(text);
+  absl::StatusOr<df11::config::TokensFile> tokens = df11::config::ParseTokens(text);
   if (!tokens.ok()) {
     if (tokens.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
     return 0;
   }
   std::set<std::array<uint8_t, 32>> hashes;
-  for (const df11::config::TokenEntry& t : *tokens) {
+  for (const df11::config::TokenEntry& t : tokens->tokens) {
     if (t.name.empty() || t.tenant.empty() || t.tenant.size() > 63) std::abort();
     for (char c : t.tenant) {
       if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_')) std::abort();
     }
-    if (!hashes.insert(t.sha256).second) std::abort();
+    if (t.has_sha256 && !hashes.insert(t.sha256).second) std::abort();
+    if (t.tenant == df11::config::kSharedTenant && t.role != df11::config::Role::kAdmin)
+      std::abort();
+  }
+  for (const auto& [tenant, q] : tokens->quotas) {
+    for (const std::optional<int64_t>& v :
+         {q.max_models, q.max_running_requests, q.requests_per_minute}) {
+      if (v && *v <= 0) std::abort();
+    }
+    if (q.max_resident_bytes && *q.max_resident_bytes == 0) std::abort();
   }
   return 0;
 }

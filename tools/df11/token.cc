@@ -65,7 +65,7 @@ int Hash(const Args& args) {
       absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(digest), sizeof digest)),
       ", tenant: \"", *tenant, "\", role: \"", role, "\"}");
   // The entry must read back as df11d reads it: names, tenant and role are checked there.
-  absl::StatusOr<std::vector<config::TokenEntry>> parsed =
+  absl::StatusOr<config::TokensFile> parsed =
       config::ParseTokens(absl::StrCat("tokens:\n", entry, "\n"));
   if (!parsed.ok()) return UsageError("token hash", std::string(parsed.status().message()));
   std::printf("%s\n", entry.c_str());
