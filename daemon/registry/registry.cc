@@ -122,7 +122,16 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   }
   if (cancelled(LoadProgress::Phase::kResolving, 0, 0))
     return absl::CancelledError("load cancelled");
-  DF11_ASSIGN_OR_RETURN(const hub::ModelSource source, hub::ParseModelSource(request.source));
+  DF11_ASSIGN_OR_RETURN(const hub::ModelSource source,
+                        hub::ParseModelSource(request.source, !request.hub_only));
+  const std::string name = ModelName(request.source, request.name);
+  DF11_RETURN_IF_ERROR(ValidateName(name));
+  const ModelKey key{.owner = request.owner, .name = name};
+  {
+    // Before anything is fetched: a model the owner has no room to count.
+    std::lock_guard lock(mu_);
+    if (!entries_.contains(key)) DF11_RETURN_IF_ERROR(CheckOwnerLimitsLocked(request, name, 0));
+  }
   std::string directory = source.directory, revision;
   // A hub model: resolved, its small files fetched; its weights download once it has room.
   std::unique_ptr<HubFetch> fetch;
@@ -133,15 +142,13 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     directory = fetch->directory();
     revision = fetch->commit();
   }
-  const std::string name = ModelName(request.source, request.name);
-  DF11_RETURN_IF_ERROR(ValidateName(name));
-  const ModelKey key{.owner = request.owner, .name = name};
   absl::StatusOr<runtime::ModelEstimate> estimated =
       fetch != nullptr ? fetch->Estimate() : runtime::EstimateModel(directory);
   if (!estimated.ok()) {
     // Listed as FAILED with the reason, as a load that fails later is.
     std::lock_guard lock(mu_);
-    if (!entries_.contains(key)) {
+    // Kept only within the owner's max_models: FAILED entries count as models.
+    if (!entries_.contains(key) && CheckOwnerLimitsLocked(request, name, 0).ok()) {
       Entry& e = entries_[key];
       e.owner = key.owner;
       e.name = name;
@@ -156,22 +163,19 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
 
   {
     std::unique_lock lock(mu_);
-    // An entry of this name: return it when READY, wait for it while LOADING, replace it if FAILED.
+    // An entry of this name: return it when READY, wait for it while LOADING or UNLOADING (then
+    // load it again), replace it if FAILED.
     for (auto it = entries_.find(key); it != entries_.end(); it = entries_.find(key)) {
       Entry& e = it->second;
       if (e.state == ModelState::kFailed) {
         entries_.erase(it);
         break;
       }
-      if (e.source != request.source) {
+      if (e.source != request.source && e.state != ModelState::kUnloading) {
         return absl::AlreadyExistsError(
             absl::StrCat("name: \"", name, "\" already serves ", e.source));
       }
       if (e.state == ModelState::kReady) return InfoLocked(e);
-      if (e.state == ModelState::kUnloading) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("model ", DescribeModel(key), " is being unloaded"));
-      }
       changed_.wait_for(lock, kCancelPoll);
       lock.unlock();
       if (cancelled(LoadProgress::Phase::kResolving, 0, 0)) {
@@ -424,26 +428,28 @@ absl::Status Registry::PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Stat
 absl::Status Registry::MakeRoomLocked(uint64_t bytes, const ModelKey& for_model) {
   const DeviceMemory m = MemoryLocked();
   if (bytes <= m.free()) return absl::OkStatus();
-  // Fair share: the budget divided by the tenants holding models, the loading one included.
+  // Fair share: the budget divided by the tenants holding bytes, the loading one included.
   std::map<std::string, uint64_t> held;  // by tenant
   for (const auto& [key, e] : entries_) {
-    if (key.owner != config::kSharedTenant) held[key.owner] += EntryBytesLocked(e);
+    const uint64_t b = EntryBytesLocked(e);
+    if (key.owner != config::kSharedTenant && b > 0) held[key.owner] += b;
   }
   if (for_model.owner != config::kSharedTenant) held[for_model.owner];
   const uint64_t share = held.empty() ? m.budget : m.budget / held.size();
-  // Victims in policy order, skipping another tenant's model once that tenant is within its share.
-  std::vector<ModelKey> victims, protected_models;
-  uint64_t freed = 0, protected_bytes = 0;
+  // Victims in policy order; another tenant's model only if that tenant keeps its share after.
+  std::vector<ModelKey> victims;
+  uint64_t freed = 0, kept_bytes = 0;
   for (const ModelKey& key : EvictableLocked()) {
     if (m.free() + freed >= bytes) break;
     const uint64_t size = entries_.at(key).model->model->resident_bytes();
     const bool other_tenant = key.owner != config::kSharedTenant && key.owner != for_model.owner;
-    if (other_tenant && held[key.owner] <= share) {
-      protected_models.push_back(key);
-      protected_bytes += size;
-      continue;
+    if (other_tenant) {
+      if (held[key.owner] < share + size) {
+        kept_bytes += size;
+        continue;
+      }
+      held[key.owner] -= size;
     }
-    if (other_tenant) held[key.owner] -= size;
     victims.push_back(key);
     freed += size;
   }
@@ -459,22 +465,28 @@ absl::Status Registry::MakeRoomLocked(uint64_t bytes, const ModelKey& for_model)
     changed_.notify_all();
     return absl::OkStatus();
   }
+  // The message goes to the loading owner: other tenants' models are bytes, never names.
   std::vector<std::string> names;
-  for (const ModelKey& key : victims) names.push_back(DescribeModel(key));
-  std::string fair;
-  if (protected_bytes > 0) {
-    fair = absl::StrCat("; ", protected_bytes, " bytes of other tenants' idle models (",
-                        protected_models.size(),
-                        ") are kept: each holds no more than its fair share of ", share,
-                        " (the budget over ", held.size(), " tenants)");
+  uint64_t others_bytes = 0;
+  for (const ModelKey& key : victims) {
+    if (key.owner == for_model.owner || key.owner == config::kSharedTenant) {
+      names.push_back(key.name);
+    } else {
+      others_bytes += entries_.at(key).model->model->resident_bytes();
+    }
+  }
+  std::string others;
+  if (others_bytes > 0 || kept_bytes > 0) {
+    others = absl::StrCat("; other tenants' idle models: ", others_bytes, " bytes evictable and ",
+                          kept_bytes, " kept for their fair share of the budget");
   }
   return absl::ResourceExhaustedError(
-      absl::StrCat("model ", DescribeModel(for_model), " needs ", bytes, " bytes on ", device_name_,
-                   "; ", m.free(), " are free of the budget of ", m.budget, " (weights ", m.weights,
+      absl::StrCat("model ", for_model.name, " needs ", bytes, " bytes on ", device_name_, "; ",
+                   m.free(), " are free of the budget of ", m.budget, " (weights ", m.weights,
                    ", scratch ", m.scratch, ", KV cache ", m.kv_cache, ", workspace ", m.workspace,
                    ") and ", freed, " more are evictable for it under eviction policy ",
                    options_.eviction == config::Eviction::kLru ? "lru" : "none",
-                   " (models: ", JoinNames(names), ")", fair));
+                   " (models: ", JoinNames(names), others, ")"));
 }
 
 std::vector<ModelKey> Registry::EvictableLocked() const {

@@ -141,6 +141,8 @@ struct LoadRequest {
   bool pin = false;
   std::optional<double> keep_alive_seconds;  // unset: the configured default
   std::string device;                        // empty or the registry's device
+  // The source was checked as a hub id: never read it as a local directory that appeared since.
+  bool hub_only = false;
   std::string owner = config::kSharedTenant;
   // The owner's limits on models and bytes, checked as the load reserves its room.
   std::optional<uint64_t> owner_max_bytes;
@@ -181,15 +183,16 @@ class Registry {
   ~Registry();
 
   // Loads a model, calling `progress` as it goes, and returns its final state. Idempotent: a
-  // model of that name and source that is READY is returned at once, one LOADING is waited for.
+  // model of that name and source that is READY is returned at once, one LOADING is waited for;
+  // a model of that name being unloaded is waited for, then loaded again.
   // Errors: kInvalidArgument (empty source, bad name, another device), kNotFound (no such
   // directory), kUnavailable (the hub unreachable and the model not in the cache), kAlreadyExists
-  // (the name serves another source), kFailedPrecondition (the name is being unloaded),
-  // kResourceExhausted (does not fit, with the bytes needed, free and evictable), kCancelled, and
-  // the loader's errors (kDataLoss for corrupt files, ...); a hub id is downloaded into the hub
-  // cache as it is placed, with the hub's errors (kNotFound, kUnauthenticated, kPermissionDenied,
-  // kUnavailable, kDataLoss); a failed load stays listed as FAILED with the reason until reloaded
-  // or unloaded. The owner's limits give kResourceExhausted marked by config::QuotaExceededError.
+  // (the name serves another source), kResourceExhausted (does not fit, with the bytes needed, free
+  // and evictable), kCancelled, and the loader's errors (kDataLoss for corrupt files, ...); a hub
+  // id is downloaded into the hub cache as it is placed, with the hub's errors (kNotFound,
+  // kUnauthenticated, kPermissionDenied, kUnavailable, kDataLoss); a failed load stays listed as
+  // FAILED with the reason until reloaded or unloaded. The owner's limits give kResourceExhausted
+  // marked by config::QuotaExceededError.
   absl::StatusOr<ModelInfo> Load(const LoadRequest& request, const LoadProgressFn& progress);
 
   // A handle on READY model `key`. kNotFound for an unknown model, kFailedPrecondition for a
@@ -238,10 +241,11 @@ class Registry {
                                                            const std::string& revision,
                                                            HubFetch* fetch,
                                                            const LoadProgressFn& progress);
-  // Makes room for `bytes` by evicting per policy, or kResourceExhausted with the numbers.
-  // Fair share: a load for one tenant evicts another tenant's model only while that tenant holds
-  // more than the budget divided by the number of tenants holding models (the loading one
-  // included); shared models are evictable for anyone, a tenant's own for itself.
+  // Makes room for `bytes` by evicting per policy, or kResourceExhausted with the numbers (naming
+  // only the models of the loading owner and shared ones). Fair share: a load for one tenant
+  // evicts another tenant's model only if that tenant keeps at least its fair share after it, the
+  // budget divided by the number of tenants holding bytes (the loading one included); shared
+  // models are evictable for anyone, a tenant's own for itself.
   absl::Status MakeRoomLocked(uint64_t bytes, const ModelKey& for_model);
   // Idle READY models that the policy allows to evict, least recently used first.
   std::vector<ModelKey> EvictableLocked() const;

@@ -73,6 +73,7 @@ Authenticator::~Authenticator() {
 }
 
 void Authenticator::Reload() {
+  absl::MutexLock reload(&reload_mu_);
   const std::optional<std::string> text = ReadFile(path_);
   {
     absl::MutexLock lock(&mu_);

@@ -62,6 +62,7 @@ class Authenticator {
   Caller CallerLocked(const config::TokenEntry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
+  absl::Mutex reload_mu_;  // one Reload at a time, so an older read never replaces a newer one
   mutable absl::Mutex mu_;
   config::TokensFile file_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);  // the file's text when last read

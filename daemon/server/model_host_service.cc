@@ -58,26 +58,29 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
                                          grpc::ServerWriter<df11::v1::LoadModelProgress>* writer) {
   Caller caller;
   if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
-  if (absl::Status s = node_.CheckLoadSource(request->source(), caller); !s.ok()) {
+  absl::StatusOr<CheckedSource> checked = node_.CheckLoadSource(request->source(), caller);
+  if (!checked.ok()) {
     audit::Record({.event = "permission_refusal",
                    .tenant = caller.tenant,
                    .token = caller.token_name,
                    .peer = context->peer(),
                    .source = request->source(),
                    .model = request->name(),
-                   .outcome = s});
-    return ToGrpcStatus(s);
+                   .outcome = checked.status()});
+    return ToGrpcStatus(checked.status());
   }
   if (absl::Status s = ValidSeconds("keep_alive_seconds", request->keep_alive_seconds()); !s.ok()) {
     return ToGrpcStatus(s);
   }
   absl::StatusOr<registry::LoadRequest> load =
       node_.LoadRequestFor(caller,
-                           {.source = request->source(),
-                            .name = request->name(),
+                           {.source = checked->source,
+                            // The name from the source as the client wrote it.
+                            .name = registry::ModelName(request->source(), request->name()),
                             .pin = request->pin(),
                             .keep_alive_seconds = std::nullopt,
-                            .device = request->device()},
+                            .device = request->device(),
+                            .hub_only = checked->hub},
                            request->shared());
   if (!load.ok()) {
     audit::Record({.event = "permission_refusal",
@@ -196,15 +199,20 @@ grpc::Status ModelHostService::GetModel(grpc::ServerContext* context,
 grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
                                              const df11::v1::EstimateModelRequest* request,
                                              df11::v1::EstimateModelResponse* response) {
-  if (grpc::Status s = Authorize(*context); !s.ok()) return s;
-  if (absl::Status s = CheckModelRoots(request->source(), node_.config().model_roots); !s.ok()) {
+  Caller caller;
+  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
+  absl::StatusOr<CheckedSource> checked = node_.CheckLoadSource(request->source(), caller);
+  if (!checked.ok()) {
     audit::Record({.event = "permission_refusal",
+                   .tenant = caller.tenant,
+                   .token = caller.token_name,
                    .peer = context->peer(),
                    .source = request->source(),
-                   .outcome = s});
-    return ToGrpcStatus(s);
+                   .outcome = checked.status()});
+    return ToGrpcStatus(checked.status());
   }
-  absl::StatusOr<hub::ModelSource> source = hub::ParseModelSource(request->source());
+  absl::StatusOr<hub::ModelSource> source =
+      hub::ParseModelSource(checked->source, /*allow_local=*/!checked->hub);
   if (!source.ok()) return ToGrpcStatus(source.status());
   absl::StatusOr<runtime::ModelEstimate> e;
   if (source->is_hub) {
@@ -318,6 +326,8 @@ grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
   const absl::Duration every =
       interval > 0 ? absl::Seconds(std::max(interval, 0.05)) : absl::Seconds(1);
   while (!context->IsCancelled() && !node_.shutting_down()) {
+    // Each status is for the caller as the tokens file says now: a revoked token ends the watch.
+    if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
     if (!writer->Write(ToProto(node_.Status(caller)))) break;
     for (absl::Time until = absl::Now() + every; absl::Now() < until;) {
       if (context->IsCancelled() ||

@@ -23,11 +23,12 @@ bool Within(const fs::path& path, const fs::path& root) {
 
 }  // namespace
 
-absl::Status CheckModelRoots(const std::string& source, const std::vector<std::string>& roots) {
+absl::StatusOr<CheckedSource> CheckModelRoots(const std::string& source,
+                                              const std::vector<std::string>& roots) {
   std::error_code ec;
   // A hub id that is not also a directory here is fetched from the hub, not read from disk.
   if (!fs::is_directory(source, ec) && hub::ParseModelSource(source, false).ok()) {
-    return absl::OkStatus();
+    return CheckedSource{.source = source, .hub = true};
   }
   std::vector<fs::path> real_roots;
   for (const std::string& r : roots) {
@@ -63,13 +64,12 @@ absl::Status CheckModelRoots(const std::string& source, const std::vector<std::s
     }
     std::error_code entry_ec;
     const fs::path real = fs::canonical(it->path(), entry_ec);
-    // A dangling link opens nothing; any other entry must stay inside.
-    if (!entry_ec && !allowed(real)) {
-      return denied(absl::StrCat(it->path().string(), " (", real.string(), ")"));
-    }
+    // A link to nothing: what it names could appear later, anywhere.
+    if (entry_ec) return denied(absl::StrCat(it->path().string(), ", a link to nothing,"));
+    if (!allowed(real)) return denied(absl::StrCat(it->path().string(), " (", real.string(), ")"));
   }
   if (ec) return absl::PermissionDeniedError(absl::StrCat("source: cannot list ", source));
-  return absl::OkStatus();
+  return CheckedSource{.source = dir.string(), .hub = false};
 }
 
 }  // namespace df11::server

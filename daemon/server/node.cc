@@ -112,8 +112,9 @@ absl::StatusOr<registry::LoadRequest> Node::LoadRequestFor(const Caller& caller,
   return request;
 }
 
-absl::Status Node::CheckLoadSource(const std::string& source, const Caller& caller) const {
-  DF11_RETURN_IF_ERROR(CheckModelRoots(source, config_.model_roots));
+absl::StatusOr<CheckedSource> Node::CheckLoadSource(const std::string& source,
+                                                    const Caller& caller) const {
+  DF11_ASSIGN_OR_RETURN(CheckedSource checked, CheckModelRoots(source, config_.model_roots));
   if (config_.user_loads_catalog_only && caller.role != config::Role::kAdmin) {
     const std::vector<config::ModelSpec> catalog = Catalog();
     if (std::none_of(catalog.begin(), catalog.end(),
@@ -123,7 +124,7 @@ absl::Status Node::CheckLoadSource(const std::string& source, const Caller& call
           source, " is not one of them"));
     }
   }
-  return absl::OkStatus();
+  return checked;
 }
 
 absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config) {
@@ -435,6 +436,10 @@ absl::StatusOr<UnloadOutcome> Node::Unload(const Caller& caller, const std::stri
         absl::StrCat("model \"", name, "\" is not loaded (models: ", VisibleNames(caller), ")"));
   }
   if (!key.ok()) return key.status();
+  if (!caller.admin() && key->owner == config::kSharedTenant) {
+    drain = std::max(drain, absl::Seconds(config_.drain_seconds));
+    cancel_in_flight = false;
+  }
   DF11_ASSIGN_OR_RETURN(std::shared_ptr<const registry::ResidentModel> model,
                         registry_->BeginUnload(*key));
   UnloadOutcome outcome;

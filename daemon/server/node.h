@@ -29,6 +29,7 @@
 #include "daemon/runtime/backend.h"
 #include "daemon/scheduler/scheduler.h"
 #include "daemon/server/auth.h"
+#include "daemon/server/model_roots.h"
 #include "daemon/server/tenant_limits.h"
 #include "daemon/server/tls.h"
 
@@ -111,7 +112,8 @@ class Node {
 
   // Unload as the wire API describes: no new requests, in-flight ones drain for `drain` (none
   // with `cancel_in_flight`) and are then cancelled, and the memory is returned. A user unloads
-  // its own tenant's models and shared ones.
+  // its own tenant's models and shared ones; a shared one only after the configured drain time,
+  // so that it cannot cut other tenants' requests short.
   absl::StatusOr<UnloadOutcome> Unload(const Caller& caller, const std::string& name,
                                        const std::string& owner, absl::Duration drain,
                                        bool cancel_in_flight);
@@ -141,10 +143,11 @@ class Node {
                                       absl::string_view subject = "") const;
   // The listeners' TLS files (config tls:), null without TLS.
   TlsFiles* tls() const { return tls_.get(); }
-  // Whether `caller` may LoadModel `source`: under model_roots (model_roots.h), and, with
-  // auth.user_loads: catalog, a catalog entry's source unless the caller is an admin.
-  // PERMISSION_DENIED saying which rule.
-  absl::Status CheckLoadSource(const std::string& source, const Caller& caller) const;
+  // Whether `caller` may LoadModel or EstimateModel `source`: under model_roots (model_roots.h),
+  // and, with auth.user_loads: catalog, a catalog entry's source unless the caller is an admin.
+  // PERMISSION_DENIED saying which rule. What the load reads: the source as checked.
+  absl::StatusOr<CheckedSource> CheckLoadSource(const std::string& source,
+                                                const Caller& caller) const;
   // The hub settings: the config's, else the environment's (HF_ENDPOINT, HF_TOKEN, ...).
   const hub::HubSettings& hub_settings() const { return hub_settings_; }
   registry::Registry& registry() { return *registry_; }

@@ -1,7 +1,8 @@
 #include "daemon/server/tenant_limits.h"
 
 #include <algorithm>
-#include <cmath>
+#include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -43,15 +44,21 @@ absl::StatusOr<TenantLimits::Slot> TenantLimits::Admit(const std::string& tenant
     state.refilled = now;
     if (state.bucket < 1) {
       return config::QuotaExceededError(absl::StrFormat(
-          "tenant %s: requests_per_minute is %d; its %d of this minute are used, and this "
-          "request would be one more; the next is allowed in %.1f s",
-          tenant, *quota.requests_per_minute, *quota.requests_per_minute,
+          "tenant %s: requests_per_minute is %d (a burst of %d, then one each %.2f s) and is used "
+          "up; this request would be one more; the next is allowed in %.1f s",
+          tenant, *quota.requests_per_minute, *quota.requests_per_minute, 1 / per_second,
           (1 - state.bucket) / per_second));
     }
     state.bucket -= 1;
   }
   ++state.running;
   return Slot(this, tenant);
+}
+
+absl::Time TenantLimits::MonotonicNow() {
+  return absl::FromUnixNanos(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count());
 }
 
 int64_t TenantLimits::running(const std::string& tenant) const {

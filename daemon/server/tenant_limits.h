@@ -38,11 +38,14 @@ class TenantLimits {
     std::string tenant_;
   };
 
-  // Admits one request of `tenant` at `now`: kResourceExhausted marked by
-  // config::QuotaExceededError, naming the quota, the use and the request, when the tenant already
-  // has max_running_requests in flight or its bucket is empty (with when the next one is allowed).
+  // Admits one request of `tenant` at `now` (a monotonic clock, MonotonicNow()):
+  // kResourceExhausted marked by config::QuotaExceededError, naming the quota, the use and the
+  // request, when the tenant already has max_running_requests in flight or its bucket is empty
+  // (with when the next one is allowed).
   absl::StatusOr<Slot> Admit(const std::string& tenant, const config::TenantQuota& quota,
-                             absl::Time now = absl::Now());
+                             absl::Time now = MonotonicNow());
+  // The steady clock as an absl::Time: wall-clock steps do not refill buckets.
+  static absl::Time MonotonicNow();
 
   // The tenant's requests in flight.
   int64_t running(const std::string& tenant) const;

@@ -35,7 +35,7 @@ class ModelRootsTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(base_); }
 
   absl::StatusCode Check(const std::string& source) {
-    const absl::Status s = CheckModelRoots(source, roots_);
+    const absl::Status s = CheckModelRoots(source, roots_).status();
     if (!s.ok() && s.code() == absl::StatusCode::kPermissionDenied) {
       EXPECT_THAT(s.message(), HasSubstr("is not under model_roots (" + base_ + "/models)"));
     }
@@ -53,6 +53,11 @@ TEST_F(ModelRootsTest, AFolderUnderARootIsAllowed) {
   // A link inside the root to a folder inside the root.
   fs::create_directory_symlink(base_ + "/models/good", base_ + "/models/alias");
   EXPECT_EQ(Check(base_ + "/models/alias"), absl::StatusCode::kOk);
+  // The load reads the folder that was checked: its real path.
+  absl::StatusOr<CheckedSource> checked = CheckModelRoots(base_ + "/models/alias/", roots_);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(checked->source, base_ + "/models/good");
+  EXPECT_FALSE(checked->hub);
 }
 
 TEST_F(ModelRootsTest, PathsOutsideEveryRootAreDenied) {
@@ -67,7 +72,7 @@ TEST_F(ModelRootsTest, PathsOutsideEveryRootAreDenied) {
   EXPECT_EQ(Check(base_ + "/models/missing"), absl::StatusCode::kNotFound);
   // No roots: nothing local.
   roots_.clear();
-  EXPECT_EQ(CheckModelRoots(base_ + "/models/good", roots_).code(),
+  EXPECT_EQ(CheckModelRoots(base_ + "/models/good", roots_).status().code(),
             absl::StatusCode::kPermissionDenied);
 }
 
@@ -87,11 +92,19 @@ TEST_F(ModelRootsTest, SymlinksOutOfARootAreDenied) {
   fs::create_directories(base_ + "/models/climb");
   fs::create_symlink("../../secret.txt", base_ + "/models/climb/tokenizer.json");
   EXPECT_EQ(Check(base_ + "/models/climb"), absl::StatusCode::kPermissionDenied);
+  // A link to nothing yet: what it names could appear later, outside.
+  fs::create_directories(base_ + "/models/later");
+  fs::create_symlink(base_ + "/not-yet.txt", base_ + "/models/later/config.json");
+  EXPECT_EQ(Check(base_ + "/models/later"), absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(ModelRootsTest, HubIdsNeedNoRoot) {
   EXPECT_EQ(Check("DFloat11/Qwen3-8B-DF11"), absl::StatusCode::kOk);
   EXPECT_EQ(Check("org/name@v1.0"), absl::StatusCode::kOk);
+  absl::StatusOr<CheckedSource> hub = CheckModelRoots("org/name@v1.0", roots_);
+  ASSERT_TRUE(hub.ok());
+  EXPECT_EQ(hub->source, "org/name@v1.0");
+  EXPECT_TRUE(hub->hub);
   // A relative folder that looks like a hub id is a folder, and outside the roots.
   const fs::path cwd = fs::current_path();
   fs::create_directories(base_ + "/org/name");

@@ -48,9 +48,9 @@ TEST(TenantLimitsTest, TheRateIsATokenBucket) {
   for (int i = 0; i < 60; ++i) ASSERT_TRUE(limits.Admit("a", quota, t0).ok()) << i;  // the burst
   absl::Status refused = limits.Admit("a", quota, t0).status();
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted,
-                                HasSubstr("tenant a: requests_per_minute is 60; its 60 of this "
-                                          "minute are used, and this request would be one more; "
-                                          "the next is allowed in 1.0 s")));
+                                HasSubstr("tenant a: requests_per_minute is 60 (a burst of 60, "
+                                          "then one each 1.00 s) and is used up; this request "
+                                          "would be one more; the next is allowed in 1.0 s")));
   EXPECT_FALSE(limits.Admit("a", quota, t0 + absl::Milliseconds(500)).ok());
   EXPECT_TRUE(limits.Admit("a", quota, t0 + absl::Milliseconds(1000)).ok());
   EXPECT_FALSE(limits.Admit("a", quota, t0 + absl::Milliseconds(1100)).ok());

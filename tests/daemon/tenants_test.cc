@@ -269,8 +269,8 @@ TEST_F(TenantsTest, TheRateQuotaIsATokenBucketOnGrpcAndHttpAlike) {
   EXPECT_TRUE(RunToEnd(*r, Generate("demo", 1)).ok());
   EXPECT_THAT(RunToEnd(*r, Generate("demo", 1)),
               StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("tenant team-r: requests_per_minute is 2; its 2 of this minute "
-                                 "are used")));
+                       HasSubstr("tenant team-r: requests_per_minute is 2 (a burst of 2, then "
+                                 "one each 30.00 s) and is used up")));
   httplib::Client http("127.0.0.1", daemon_->http_port());
   auto refused =
       http.Post("/v1/completions", Bearer("team-r"),
@@ -313,12 +313,12 @@ TEST_F(TenantsTest, RunningRequestsAreCappedPerTenant) {
   EXPECT_TRUE(next.ok()) << next;
 }
 
-// Loads under a budget of three demo copies, by two tenants, with every model idle at once.
+// Loads under a budget of five demo copies, by two tenants, with every model idle at once.
 TEST(TenantFairShareTest, EvictionTakesAnotherTenantsModelOnlyBeyondItsFairShare) {
   const std::string dir = testing::MakeTempDir();
   WriteTokens(dir + "/tokens.yaml", "");
-  // Headers make the files a little larger than what is placed: three fit, four do not.
-  const uint64_t budget = 3 * DemoBytes() + 64 * 1024;
+  // Headers make the files a little larger than what is placed: five fit, six do not.
+  const uint64_t budget = 5 * DemoBytes() + 64 * 1024;
   testing::DaemonProcess daemon;
   ASSERT_TRUE(
       daemon
@@ -336,23 +336,22 @@ TEST(TenantFairShareTest, EvictionTakesAnotherTenantsModelOnlyBeyondItsFairShare
     std::vector<std::string> names;
     const absl::StatusOr<v1::ListModelsResponse> list = ops->ListModels();
     if (!list.ok()) return std::vector<std::string>{list.status().ToString()};
-    for (const v1::ModelInfo& m : list->models()) {
-      names.push_back(m.owner() + "/" + m.name());
-    }
+    for (const v1::ModelInfo& m : list->models()) names.push_back(m.owner() + "/" + m.name());
     std::sort(names.begin(), names.end());
     return names;
   };
-  ASSERT_TRUE(load(*b, "b1").ok());
-  ASSERT_TRUE(load(*b, "b2").ok());
+  for (const char* name : {"b1", "b2", "b3", "b4"}) ASSERT_TRUE(load(*b, name).ok()) << name;
   ASSERT_TRUE(load(*a, "a1").ok());
-  // The fair share is the budget over two tenants, 1.5 models. b holds 2, beyond it: its least
-  // recently used model makes room for a's.
+  // The fair share is the budget over two tenants, 2.5 models. b holds 4 and keeps 3 without its
+  // least recently used model, which makes room for a's.
   ASSERT_TRUE(load(*a, "a2").ok());
-  EXPECT_THAT(resident(), ::testing::ElementsAre("team-a/a1", "team-a/a2", "team-b/b2"));
-  // Now b holds 1, within its share: a's next load evicts a's own least recently used model,
-  // though b2 is older.
+  EXPECT_THAT(resident(), ::testing::ElementsAre("team-a/a1", "team-a/a2", "team-b/b2", "team-b/b3",
+                                                 "team-b/b4"));
+  // b would keep 2, below its share: a's next load evicts a's own least recently used model,
+  // though b's are older.
   ASSERT_TRUE(load(*a, "a3").ok());
-  EXPECT_THAT(resident(), ::testing::ElementsAre("team-a/a2", "team-a/a3", "team-b/b2"));
+  EXPECT_THAT(resident(), ::testing::ElementsAre("team-a/a2", "team-a/a3", "team-b/b2", "team-b/b3",
+                                                 "team-b/b4"));
   EXPECT_EQ(daemon.Terminate(), 0);
   const std::vector<nlohmann::json> events = AuditEvents(dir + "/df11d.log");
   std::vector<std::string> evicted;

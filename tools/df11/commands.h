@@ -22,6 +22,7 @@ int RunGenerate(const std::vector<std::string>& args);
 int RunDownload(const std::vector<std::string>& args);
 int RunEngineBench(const std::vector<std::string>& args);
 int RunDaemonBench(const std::vector<std::string>& args);
+int RunSoak(const std::vector<std::string>& args);
 int RunToken(const std::vector<std::string>& args);
 
 }  // namespace df11::tool

@@ -36,6 +36,8 @@ Commands:
   daemon-bench --addr HOST:PORT --model DIR [--json]
                                 serving costs of a running df11d: swaps, gRPC, requests/s,
                                 idle streams
+  soak --addr HOST:PORT [--duration D] [--streams N] [--models M] [--json]
+                                sustained mixed load on a running df11d, every outcome checked
   devices                       the CUDA devices this build can use
   gpu-bench [--sizes 1,16,200] [--json]
                                 GPU decoder speed against a device copy, on the current GPU
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
   if (command == "download") return RunDownload(args);
   if (command == "engine-bench") return RunEngineBench(args);
   if (command == "daemon-bench") return RunDaemonBench(args);
+  if (command == "soak") return RunSoak(args);
   if (command == "devices") return RunDevices(args);
   if (command == "gpu-bench") return RunGpuBench(args);
   if (command == "gpu-load-bench") return RunGpuLoadBench(args);
