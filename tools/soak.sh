@@ -45,9 +45,10 @@ trap cleanup EXIT
 archs=(qwen3 llama qwen2)
 catalog=""
 for ((i = 0; i < models; i++)); do
-  "$df11" synth "$work/bf16-$i" --arch "${archs[i % 3]}" --layers 2 --hidden 128 \
-    --intermediate 256 --heads 4 --kv-heads 2 --vocab 4096 --seed "$((i + 1))" >/dev/null
-  "$df11" compress "$work/bf16-$i" "$work/models/soak-$i" >/dev/null
+  { "$df11" synth "$work/bf16-$i" --arch "${archs[i % 3]}" --layers 2 --hidden 128 \
+      --intermediate 256 --heads 4 --kv-heads 2 --vocab 4096 --seed "$((i + 1))" &&
+    "$df11" compress "$work/bf16-$i" "$work/models/soak-$i"; } >"$work/make.log" 2>&1 ||
+    { cat "$work/make.log" >&2; exit 1; }
   cp models/demo/tokenizer.json models/demo/tokenizer_config.json "$work/models/soak-$i/"
   rm -rf "$work/bf16-$i"
   catalog+="  - {source: \"$work/models/soak-$i\", name: soak-$i, keep_alive: 0s}"$'\n'

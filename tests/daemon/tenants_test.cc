@@ -313,7 +313,7 @@ TEST_F(TenantsTest, RunningRequestsAreCappedPerTenant) {
   EXPECT_TRUE(next.ok()) << next;
 }
 
-// Loads under a budget of five demo copies, by two tenants, with every model idle at once.
+// Loads under a budget of five demo copies, by up to four tenants, with every model idle at once.
 TEST(TenantFairShareTest, EvictionTakesAnotherTenantsModelOnlyBeyondItsFairShare) {
   const std::string dir = testing::MakeTempDir();
   WriteTokens(dir + "/tokens.yaml", "");
@@ -352,6 +352,23 @@ TEST(TenantFairShareTest, EvictionTakesAnotherTenantsModelOnlyBeyondItsFairShare
   ASSERT_TRUE(load(*a, "a3").ok());
   EXPECT_THAT(resident(), ::testing::ElementsAre("team-a/a2", "team-a/a3", "team-b/b2", "team-b/b3",
                                                  "team-b/b4"));
+  // A third tenant: the share is 5/3 models. b keeps 2 without b2, a would keep only 1.
+  auto r = ConnectAs(daemon.address(), "team-r"), q = ConnectAs(daemon.address(), "team-q");
+  ASSERT_TRUE(load(*r, "r1").ok());
+  // Now a and b hold 2 each, within their share once one more is gone: r evicts its own.
+  ASSERT_TRUE(load(*r, "r2").ok());
+  EXPECT_THAT(resident(), ::testing::ElementsAre("team-a/a2", "team-a/a3", "team-b/b3", "team-b/b4",
+                                                 "team-r/r2"));
+  // A fourth tenant: the share is 1.25 models, and every other tenant is kept at it. The refusal
+  // says so, without naming another tenant's model.
+  const absl::Status refused = load(*q, "q1");
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted,
+                                HasSubstr("(models: none; other tenants' idle models: 0 bytes "
+                                          "evictable and ")));
+  EXPECT_THAT(refused.message(), HasSubstr("kept for their fair share of the budget"));
+  for (const char* other : {"a2", "a3", "b3", "b4", "r2", "team-"}) {
+    EXPECT_THAT(refused.message(), Not(HasSubstr(other)));
+  }
   EXPECT_EQ(daemon.Terminate(), 0);
   const std::vector<nlohmann::json> events = AuditEvents(dir + "/df11d.log");
   std::vector<std::string> evicted;
@@ -359,7 +376,7 @@ TEST(TenantFairShareTest, EvictionTakesAnotherTenantsModelOnlyBeyondItsFairShare
     if (e["audit"] == "eviction")
       evicted.push_back(e["tenant"].get<std::string>() + "/" + e["model"].get<std::string>());
   }
-  EXPECT_THAT(evicted, ::testing::ElementsAre("team-b/b1", "team-a/a1"));
+  EXPECT_THAT(evicted, ::testing::ElementsAre("team-b/b1", "team-a/a1", "team-b/b2", "team-r/r1"));
   fs::remove_all(dir);
 }
 
