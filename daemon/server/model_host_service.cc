@@ -58,17 +58,18 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
                                          grpc::ServerWriter<df11::v1::LoadModelProgress>* writer) {
   Caller caller;
   if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
-  absl::StatusOr<CheckedSource> checked = node_.CheckLoadSource(request->source(), caller);
-  if (!checked.ok()) {
+  auto refuse = [&](const absl::Status& refusal) {
     audit::Record({.event = "permission_refusal",
                    .tenant = caller.tenant,
                    .token = caller.token_name,
                    .peer = context->peer(),
                    .source = request->source(),
                    .model = request->name(),
-                   .outcome = checked.status()});
-    return ToGrpcStatus(checked.status());
-  }
+                   .outcome = refusal});
+    return ToGrpcStatus(refusal);
+  };
+  absl::StatusOr<CheckedSource> checked = node_.CheckLoadSource(request->source(), caller);
+  if (!checked.ok()) return refuse(checked.status());
   if (absl::Status s = ValidSeconds("keep_alive_seconds", request->keep_alive_seconds()); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -82,16 +83,7 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
                             .device = request->device(),
                             .hub_only = checked->hub},
                            request->shared());
-  if (!load.ok()) {
-    audit::Record({.event = "permission_refusal",
-                   .tenant = caller.tenant,
-                   .token = caller.token_name,
-                   .peer = context->peer(),
-                   .source = request->source(),
-                   .model = request->name(),
-                   .outcome = load.status()});
-    return ToGrpcStatus(load.status());
-  }
+  if (!load.ok()) return refuse(load.status());
   if (request->keep_alive_seconds() > 0) load->keep_alive_seconds = request->keep_alive_seconds();
   // Progress goes out when the phase changes, and at most every 100 ms within a phase.
   df11::v1::LoadPhase last_phase = df11::v1::LOAD_PHASE_UNSPECIFIED;

@@ -30,6 +30,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
+#include "tools/df11/stats.h"
 
 namespace df11::tool {
 namespace {
@@ -78,17 +79,6 @@ Run the daemon alone on the machine: the engine-alone runs share its CPUs.
                        also http with --http, ondemand with --catalog-model)
   --json               one JSON object instead of text
 )";
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
-double Median(const std::vector<double>& v) { return Percentile(v, 0.5); }
 
 // What /proc says of the daemon: threads, resident bytes and CPU seconds so far (Linux).
 struct ProcessSample {

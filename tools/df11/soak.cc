@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
+#include "tools/df11/stats.h"
 
 namespace df11::tool {
 namespace {
@@ -63,16 +64,6 @@ unloaded and the accounted weights must return to where they started.
 
 Exit status: 0 when there was no unexpected error, 1 otherwise, 2 for a bad command line.
 )";
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
 
 // A catalog model and what the engine alone gives for the greedy prompts.
 struct SoakModel {
