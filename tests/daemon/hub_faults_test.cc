@@ -1,0 +1,211 @@
+// The hub failing while df11d loads a model of several shards from it: connections dropped
+// mid-file, answers stalled past the download timeout, errors flapping, and a hub that stays down.
+// Each load retries and completes with the right weights, or fails with UNAVAILABLE; meanwhile
+// another model keeps serving, every request of it answered.
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/df11_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/daemon_process.h"
+#include "tests/hub/fake_hub.h"
+#include "tests/testing/status_matchers.h"
+
+namespace df11 {
+namespace {
+
+namespace fs = std::filesystem;
+using ::df11::testing::StatusIs;
+
+std::string DemoDir() { return (fs::path(DF11_SOURCE_DIR) / "models" / "demo").string(); }
+
+// The demo model's files (five safetensors shards) as fake hub files, the shards as LFS.
+std::vector<testing::FakeFile> DemoFiles() {
+  std::vector<testing::FakeFile> files;
+  for (const auto& e : fs::directory_iterator(DemoDir())) {
+    files.push_back({.path = e.path().filename().string(),
+                     .content = "",
+                     .disk_path = e.path().string(),
+                     .lfs = e.path().extension() == ".safetensors"});
+  }
+  return files;
+}
+
+v1::GenerateRequest Greedy(const std::string& model) {
+  v1::GenerateRequest r;
+  r.set_model(model);
+  r.set_text("def main(");
+  r.set_max_tokens(6);
+  r.set_ignore_eos(true);
+  r.mutable_sampling()->set_temperature(0);
+  return r;
+}
+
+absl::StatusOr<std::vector<int32_t>> Tokens(client::Df11Client& c, const std::string& model) {
+  std::vector<int32_t> tokens;
+  absl::Status s = c.Generate(Greedy(model), [&](const v1::GenerateResponse& r) {
+    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+    return true;
+  });
+  if (!s.ok()) return s;
+  return tokens;
+}
+
+class HubFaultsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::MakeTempDir());
+    hub_ = new testing::FakeHub();
+    // A stalled transfer fails after 1 s and resumes; API calls give up after 2 s.
+    setenv("HF_HUB_DOWNLOAD_TIMEOUT", "1", 1);
+    setenv("HF_HUB_ETAG_TIMEOUT", "2", 1);
+    daemon_ = new testing::DaemonProcess();
+    const absl::Status started = daemon_->Start(
+        absl::StrCat("preload: [{source: ", DemoDir(), ", name: demo, pin: true}]\n",
+                     "hub: {cache_dir: ", *dir_, "/hub, endpoint: ", hub_->endpoint(), "}\n"),
+        *dir_);
+    ASSERT_TRUE(started.ok()) << started;
+    client_ = client::Df11Client::Connect(daemon_->address())->release();
+    absl::StatusOr<std::vector<int32_t>> expected = Tokens(*client_, "demo");
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    expected_ = new std::vector<int32_t>(*expected);
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    EXPECT_EQ(daemon_->Terminate(), 0);
+    delete daemon_;
+    delete hub_;
+    delete expected_;
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+
+  // Generates with demo, one request after another, until stopped; counts what came back.
+  class Traffic {
+   public:
+    Traffic() : thread_([this] { Run(); }) {}
+    ~Traffic() { Stop(); }
+    void Stop() {
+      stop_ = true;
+      if (thread_.joinable()) thread_.join();
+    }
+    int ok() const { return ok_; }
+    const std::vector<std::string>& failures() const { return failures_; }
+
+   private:
+    void Run() {
+      std::unique_ptr<client::Df11Client> c = *client::Df11Client::Connect(daemon_->address());
+      while (!stop_) {
+        absl::StatusOr<std::vector<int32_t>> tokens = Tokens(*c, "demo");
+        if (tokens.ok() && *tokens == *expected_) {
+          ++ok_;
+        } else {
+          failures_.push_back(tokens.ok() ? "other tokens" : tokens.status().ToString());
+        }
+      }
+    }
+    std::atomic<bool> stop_{false};
+    std::atomic<int> ok_{0};
+    std::vector<std::string> failures_;
+    std::thread thread_;
+  };
+
+  // Loads `repo` from the hub while `traffic` runs on demo; the load's status.
+  static absl::Status LoadFromHub(const std::string& repo) {
+    v1::LoadModelRequest load;
+    load.set_source(repo);
+    return client_->LoadModel(load, nullptr, {.timeout = absl::Seconds(300)}).status();
+  }
+
+  static std::string* dir_;
+  static testing::FakeHub* hub_;
+  static testing::DaemonProcess* daemon_;
+  static client::Df11Client* client_;
+  static std::vector<int32_t>* expected_;
+};
+std::string* HubFaultsTest::dir_;
+testing::FakeHub* HubFaultsTest::hub_;
+testing::DaemonProcess* HubFaultsTest::daemon_;
+client::Df11Client* HubFaultsTest::client_;
+std::vector<int32_t>* HubFaultsTest::expected_;
+
+TEST_F(HubFaultsTest, DroppedConnectionsResumeAndTheLoadCompletes) {
+  hub_->AddCommit("test-org/dropped", "main", DemoFiles());
+  Traffic traffic;
+  hub_->ClearRequests();
+  // The next 16 file bodies are cut after 64 KiB: the small files pass whole, the tokenizer and
+  // the shards (1.5 MB each, from the CDN) are cut, over and over.
+  hub_->CutNext(16, 64 << 10);
+  ASSERT_TRUE(LoadFromHub("test-org/dropped").ok());
+  traffic.Stop();
+  // Shards were resumed from where they stopped, not fetched again from the start.
+  int resumed_shards = 0;
+  for (const testing::FakeHub::Request& r : hub_->requests()) {
+    if (r.server == "cdn" && r.range.rfind("bytes=", 0) == 0 && r.range != "bytes=0-") {
+      ++resumed_shards;
+    }
+  }
+  EXPECT_GE(resumed_shards, 4);
+  EXPECT_EQ(Tokens(*client_, "test-org/dropped").value_or(std::vector<int32_t>{}), *expected_);
+  EXPECT_GT(traffic.ok(), 0);
+  EXPECT_THAT(traffic.failures(), ::testing::IsEmpty());
+}
+
+TEST_F(HubFaultsTest, AStalledHubIsWaitedOutAndTheLoadCompletes) {
+  hub_->AddCommit("test-org/stalled", "main", DemoFiles());
+  Traffic traffic;
+  // Every answer comes after 3 s, past both timeouts, for 5 s: requests time out and retry.
+  hub_->SetLatency(3000);
+  std::thread recover([] {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    hub_->SetLatency(0);
+  });
+  const absl::Status loaded = LoadFromHub("test-org/stalled");
+  recover.join();
+  traffic.Stop();
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  EXPECT_EQ(Tokens(*client_, "test-org/stalled").value_or(std::vector<int32_t>{}), *expected_);
+  EXPECT_THAT(traffic.failures(), ::testing::IsEmpty());
+}
+
+TEST_F(HubFaultsTest, FlappingErrorsAreRetriedAndTheLoadCompletes) {
+  hub_->AddCommit("test-org/flapping", "main", DemoFiles());
+  Traffic traffic;
+  hub_->FailNext(3, 503);
+  const absl::Status first = LoadFromHub("test-org/flapping");
+  ASSERT_TRUE(first.ok()) << first;
+  hub_->AddCommit("test-org/rate-limited", "main", DemoFiles());
+  hub_->FailNext(2, 429, 1);
+  const absl::Status second = LoadFromHub("test-org/rate-limited");
+  traffic.Stop();
+  ASSERT_TRUE(second.ok()) << second;
+  EXPECT_EQ(Tokens(*client_, "test-org/rate-limited").value_or(std::vector<int32_t>{}), *expected_);
+  EXPECT_THAT(traffic.failures(), ::testing::IsEmpty());
+}
+
+TEST_F(HubFaultsTest, AHubThatStaysDownIsUnavailableAndNothingElseBreaks) {
+  hub_->AddCommit("test-org/down", "main", DemoFiles());
+  Traffic traffic;
+  hub_->FailNext(1000, 503);
+  const absl::Status down = LoadFromHub("test-org/down");
+  hub_->FailNext(0, 503);
+  traffic.Stop();
+  EXPECT_THAT(down, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_GT(traffic.ok(), 0);
+  EXPECT_THAT(traffic.failures(), ::testing::IsEmpty());
+  // Nothing half-made stays: the model is FAILED with the reason or gone, and loads once the hub
+  // is back.
+  ASSERT_TRUE(LoadFromHub("test-org/down").ok());
+  EXPECT_EQ(Tokens(*client_, "test-org/down").value_or(std::vector<int32_t>{}), *expected_);
+}
+
+}  // namespace
+}  // namespace df11
