@@ -66,7 +66,8 @@ struct Tokenizer::Impl {
   absl::Status ParsePostProcessor(const Json& root);
   absl::Status ParseTemplate(const Json& v, const std::string& path);
   absl::Status ParseAddedTokens(const Json& root);
-  void BuildIdTables();
+  // kInvalidArgument for an id so far beyond the tokens listed that its tables would be huge.
+  absl::Status BuildIdTables();
 
   absl::Status EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const;
   absl::Status EncodeNormalized(std::string_view piece, std::vector<int32_t>* ids) const;
@@ -325,10 +326,19 @@ absl::Status Tokenizer::Impl::ParseAddedTokens(const Json& root) {
   return absl::OkStatus();
 }
 
-void Tokenizer::Impl::BuildIdTables() {
-  int32_t size = 0;
-  for (const auto& [text, id] : bpe.vocab()) size = std::max(size, id + 1);
-  for (const AddedToken& t : added) size = std::max(size, t.id + 1);
+absl::Status Tokenizer::Impl::BuildIdTables() {
+  int64_t size = 0;
+  for (const auto& [text, id] : bpe.vocab()) size = std::max<int64_t>(size, int64_t{id} + 1);
+  for (const AddedToken& t : added) size = std::max<int64_t>(size, int64_t{t.id} + 1);
+  // The tables are indexed by id: a file that lists a few tokens under ids in the billions (a
+  // hostile or broken download) would take gigabytes. Real vocabularies are dense, with small gaps.
+  const int64_t listed = static_cast<int64_t>(bpe.vocab().size() + added.size());
+  const int64_t limit = 2 * listed + 65536;
+  if (size > limit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer.json: id ", size - 1, " is far beyond the ", listed,
+                     " tokens listed (ids must stay below ", limit, ")"));
+  }
   id_text.assign(size, std::string());
   id_present.assign(size, false);
   id_special.assign(size, false);
@@ -346,9 +356,10 @@ void Tokenizer::Impl::BuildIdTables() {
   }
   // skip_special_tokens drops a token whose *string* is a special token's content
   // (is_special_token), which is how tokenizers decides.
-  for (int32_t id = 0; id < size; ++id) {
+  for (int64_t id = 0; id < size; ++id) {
     id_special[id] = id_present[id] && special_contents.contains(id_text[id]);
   }
+  return absl::OkStatus();
 }
 
 Tokenizer::Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
@@ -383,7 +394,7 @@ absl::StatusOr<Tokenizer> Tokenizer::FromJson(const std::string& tokenizer_json_
   }
   DF11_RETURN_IF_ERROR(impl->ParsePostProcessor(root));
   DF11_RETURN_IF_ERROR(impl->ParseAddedTokens(root));
-  impl->BuildIdTables();
+  DF11_RETURN_IF_ERROR(impl->BuildIdTables());
   return Tokenizer(std::move(impl));
 }
 

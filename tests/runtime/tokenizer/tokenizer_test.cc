@@ -312,6 +312,9 @@ TEST(TokenizerTest, MalformedOrUnsupportedFilesNameTheField) {
        absl::StatusCode::kInvalidArgument, "model.vocab: expected an object"},
       {"negative id", [](Json& j) { j["model"]["vocab"]["ab"] = -1; },
        absl::StatusCode::kInvalidArgument, "model.vocab[\"ab\"]"},
+      // Found by tokenizer_fuzz: tables indexed by id would take gigabytes.
+      {"id far beyond the tokens", [](Json& j) { j["model"]["vocab"]["ab"] = 2000000000; },
+       absl::StatusCode::kInvalidArgument, "id 2000000000 is far beyond the "},
       {"merge out of vocab",
        [](Json& j) {
          j["model"]["merges"].push_back(Json::array({"x", "yz"}));
