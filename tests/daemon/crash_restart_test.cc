@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/daemon_process.h"
+#include "tests/daemon/demo_hub.h"
 #include "tests/hub/fake_hub.h"
 #include "tests/testing/status_matchers.h"
 
@@ -25,37 +26,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string DemoDir() { return (fs::path(DF11_SOURCE_DIR) / "models" / "demo").string(); }
-
-std::vector<testing::FakeFile> DemoFiles() {
-  std::vector<testing::FakeFile> files;
-  for (const auto& e : fs::directory_iterator(DemoDir())) {
-    files.push_back({.path = e.path().filename().string(),
-                     .content = "",
-                     .disk_path = e.path().string(),
-                     .lfs = e.path().extension() == ".safetensors"});
-  }
-  return files;
-}
-
-absl::StatusOr<std::vector<int32_t>> Tokens(client::Df11Client& c, const std::string& model) {
-  v1::GenerateRequest r;
-  r.set_model(model);
-  r.set_text("def main(");
-  r.set_max_tokens(6);
-  r.set_ignore_eos(true);
-  r.mutable_sampling()->set_temperature(0);
-  std::vector<int32_t> tokens;
-  absl::Status s = c.Generate(r,
-                              [&](const v1::GenerateResponse& response) {
-                                tokens.insert(tokens.end(), response.token_ids().begin(),
-                                              response.token_ids().end());
-                                return true;
-                              },
-                              {.timeout = absl::Seconds(60)});
-  if (!s.ok()) return s;
-  return tokens;
-}
+using testing::DemoDir;
+using testing::DemoHubFiles;
+using testing::GreedyTokens;
 
 std::vector<std::string> PartialFiles(const std::string& cache) {
   std::vector<std::string> partial;
@@ -69,7 +42,7 @@ std::vector<std::string> PartialFiles(const std::string& cache) {
 TEST(CrashRestartTest, KilledMidDownloadAndTrafficItComesBackConsistent) {
   const std::string dir = testing::MakeTempDir();
   testing::FakeHub hub;
-  hub.AddCommit("test-org/killed", "main", DemoFiles());
+  hub.AddCommit("test-org/killed", "main", DemoHubFiles());
   const std::string config =
       absl::StrCat("preload: [{source: ", DemoDir(), ", name: demo, pin: true}]\n",
                    "hub: {cache_dir: ", dir, "/hub, endpoint: ", hub.endpoint(), "}\n");
@@ -77,7 +50,7 @@ TEST(CrashRestartTest, KilledMidDownloadAndTrafficItComesBackConsistent) {
   testing::DaemonProcess first;
   ASSERT_TRUE(first.Start(config, dir).ok());
   std::unique_ptr<client::Df11Client> c = *client::Df11Client::Connect(first.address());
-  const absl::StatusOr<std::vector<int32_t>> expected = Tokens(*c, "demo");
+  const absl::StatusOr<std::vector<int32_t>> expected = GreedyTokens(*c, "demo");
   ASSERT_TRUE(expected.ok()) << expected.status();
 
   // A slow download (about 8 s), and requests one after another, both cut by the kill.
@@ -94,7 +67,7 @@ TEST(CrashRestartTest, KilledMidDownloadAndTrafficItComesBackConsistent) {
   std::thread traffic([&] {
     std::unique_ptr<client::Df11Client> t = *client::Df11Client::Connect(first.address());
     while (!stop) {
-      absl::StatusOr<std::vector<int32_t>> tokens = Tokens(*t, "demo");
+      absl::StatusOr<std::vector<int32_t>> tokens = GreedyTokens(*t, "demo");
       if (tokens.ok() && *tokens == *expected) {
         ++ok;
       } else if (!tokens.ok() && absl::IsUnavailable(tokens.status())) {
@@ -126,12 +99,13 @@ TEST(CrashRestartTest, KilledMidDownloadAndTrafficItComesBackConsistent) {
   testing::DaemonProcess second;
   ASSERT_TRUE(second.Start(config, dir).ok());
   c = *client::Df11Client::Connect(second.address());
-  EXPECT_EQ(Tokens(*c, "demo").value_or(std::vector<int32_t>{}), *expected);  // preloaded again
+  EXPECT_EQ(GreedyTokens(*c, "demo").value_or(std::vector<int32_t>{}),
+            *expected);  // preloaded again
   v1::LoadModelRequest request;
   request.set_source("test-org/killed");
   const absl::Status loaded = c->LoadModel(request, nullptr).status();
   ASSERT_TRUE(loaded.ok()) << loaded;
-  EXPECT_EQ(Tokens(*c, "test-org/killed").value_or(std::vector<int32_t>{}), *expected);
+  EXPECT_EQ(GreedyTokens(*c, "test-org/killed").value_or(std::vector<int32_t>{}), *expected);
   // The partial files were continued, not fetched again from their start.
   int resumed = 0;
   for (const testing::FakeHub::Request& r : hub.requests()) {
@@ -149,7 +123,7 @@ TEST(CrashRestartTest, KilledMidDownloadAndTrafficItComesBackConsistent) {
                          dir)
                   .ok());
   c = *client::Df11Client::Connect(offline.address());
-  EXPECT_EQ(Tokens(*c, "cached").value_or(std::vector<int32_t>{}), *expected);
+  EXPECT_EQ(GreedyTokens(*c, "cached").value_or(std::vector<int32_t>{}), *expected);
   EXPECT_EQ(offline.Terminate(), 0);
   fs::remove_all(dir);
 }

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon/daemon_process.h"
+#include "tests/daemon/demo_hub.h"
 #include "tests/hub/fake_hub.h"
 #include "tests/testing/status_matchers.h"
 
@@ -25,39 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::df11::testing::StatusIs;
 
-std::string DemoDir() { return (fs::path(DF11_SOURCE_DIR) / "models" / "demo").string(); }
-
-// The demo model's files (five safetensors shards) as fake hub files, the shards as LFS.
-std::vector<testing::FakeFile> DemoFiles() {
-  std::vector<testing::FakeFile> files;
-  for (const auto& e : fs::directory_iterator(DemoDir())) {
-    files.push_back({.path = e.path().filename().string(),
-                     .content = "",
-                     .disk_path = e.path().string(),
-                     .lfs = e.path().extension() == ".safetensors"});
-  }
-  return files;
-}
-
-v1::GenerateRequest Greedy(const std::string& model) {
-  v1::GenerateRequest r;
-  r.set_model(model);
-  r.set_text("def main(");
-  r.set_max_tokens(6);
-  r.set_ignore_eos(true);
-  r.mutable_sampling()->set_temperature(0);
-  return r;
-}
-
-absl::StatusOr<std::vector<int32_t>> Tokens(client::Df11Client& c, const std::string& model) {
-  std::vector<int32_t> tokens;
-  absl::Status s = c.Generate(Greedy(model), [&](const v1::GenerateResponse& r) {
-    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
-    return true;
-  });
-  if (!s.ok()) return s;
-  return tokens;
-}
+using testing::DemoDir;
+using testing::DemoHubFiles;
+using testing::GreedyTokens;
 
 class HubFaultsTest : public ::testing::Test {
  protected:
@@ -74,7 +45,7 @@ class HubFaultsTest : public ::testing::Test {
         *dir_);
     ASSERT_TRUE(started.ok()) << started;
     client_ = client::Df11Client::Connect(daemon_->address())->release();
-    absl::StatusOr<std::vector<int32_t>> expected = Tokens(*client_, "demo");
+    absl::StatusOr<std::vector<int32_t>> expected = GreedyTokens(*client_, "demo");
     ASSERT_TRUE(expected.ok()) << expected.status();
     expected_ = new std::vector<int32_t>(*expected);
   }
@@ -104,7 +75,7 @@ class HubFaultsTest : public ::testing::Test {
     void Run() {
       std::unique_ptr<client::Df11Client> c = *client::Df11Client::Connect(daemon_->address());
       while (!stop_) {
-        absl::StatusOr<std::vector<int32_t>> tokens = Tokens(*c, "demo");
+        absl::StatusOr<std::vector<int32_t>> tokens = GreedyTokens(*c, "demo");
         if (tokens.ok() && *tokens == *expected_) {
           ++ok_;
         } else {
@@ -138,7 +109,7 @@ client::Df11Client* HubFaultsTest::client_;
 std::vector<int32_t>* HubFaultsTest::expected_;
 
 TEST_F(HubFaultsTest, DroppedConnectionsResumeAndTheLoadCompletes) {
-  hub_->AddCommit("test-org/dropped", "main", DemoFiles());
+  hub_->AddCommit("test-org/dropped", "main", DemoHubFiles());
   Traffic traffic;
   hub_->ClearRequests();
   // The next 16 file bodies are cut after 64 KiB: the small files pass whole, the tokenizer and
@@ -154,13 +125,14 @@ TEST_F(HubFaultsTest, DroppedConnectionsResumeAndTheLoadCompletes) {
     }
   }
   EXPECT_GE(resumed_shards, 4);
-  EXPECT_EQ(Tokens(*client_, "test-org/dropped").value_or(std::vector<int32_t>{}), *expected_);
+  EXPECT_EQ(GreedyTokens(*client_, "test-org/dropped").value_or(std::vector<int32_t>{}),
+            *expected_);
   EXPECT_GT(traffic.ok(), 0);
   EXPECT_THAT(traffic.failures(), ::testing::IsEmpty());
 }
 
 TEST_F(HubFaultsTest, AStalledHubIsWaitedOutAndTheLoadCompletes) {
-  hub_->AddCommit("test-org/stalled", "main", DemoFiles());
+  hub_->AddCommit("test-org/stalled", "main", DemoHubFiles());
   Traffic traffic;
   // Every answer comes after 3 s, past both timeouts, for 5 s: requests time out and retry.
   hub_->SetLatency(3000);
@@ -172,27 +144,29 @@ TEST_F(HubFaultsTest, AStalledHubIsWaitedOutAndTheLoadCompletes) {
   recover.join();
   traffic.Stop();
   ASSERT_TRUE(loaded.ok()) << loaded;
-  EXPECT_EQ(Tokens(*client_, "test-org/stalled").value_or(std::vector<int32_t>{}), *expected_);
+  EXPECT_EQ(GreedyTokens(*client_, "test-org/stalled").value_or(std::vector<int32_t>{}),
+            *expected_);
   EXPECT_THAT(traffic.failures(), ::testing::IsEmpty());
 }
 
 TEST_F(HubFaultsTest, FlappingErrorsAreRetriedAndTheLoadCompletes) {
-  hub_->AddCommit("test-org/flapping", "main", DemoFiles());
+  hub_->AddCommit("test-org/flapping", "main", DemoHubFiles());
   Traffic traffic;
   hub_->FailNext(3, 503);
   const absl::Status first = LoadFromHub("test-org/flapping");
   ASSERT_TRUE(first.ok()) << first;
-  hub_->AddCommit("test-org/rate-limited", "main", DemoFiles());
+  hub_->AddCommit("test-org/rate-limited", "main", DemoHubFiles());
   hub_->FailNext(2, 429, 1);
   const absl::Status second = LoadFromHub("test-org/rate-limited");
   traffic.Stop();
   ASSERT_TRUE(second.ok()) << second;
-  EXPECT_EQ(Tokens(*client_, "test-org/rate-limited").value_or(std::vector<int32_t>{}), *expected_);
+  EXPECT_EQ(GreedyTokens(*client_, "test-org/rate-limited").value_or(std::vector<int32_t>{}),
+            *expected_);
   EXPECT_THAT(traffic.failures(), ::testing::IsEmpty());
 }
 
 TEST_F(HubFaultsTest, AHubThatStaysDownIsUnavailableAndNothingElseBreaks) {
-  hub_->AddCommit("test-org/down", "main", DemoFiles());
+  hub_->AddCommit("test-org/down", "main", DemoHubFiles());
   Traffic traffic;
   hub_->FailNext(1000, 503);
   const absl::Status down = LoadFromHub("test-org/down");
@@ -204,7 +178,7 @@ TEST_F(HubFaultsTest, AHubThatStaysDownIsUnavailableAndNothingElseBreaks) {
   // Nothing half-made stays: the model is FAILED with the reason or gone, and loads once the hub
   // is back.
   ASSERT_TRUE(LoadFromHub("test-org/down").ok());
-  EXPECT_EQ(Tokens(*client_, "test-org/down").value_or(std::vector<int32_t>{}), *expected_);
+  EXPECT_EQ(GreedyTokens(*client_, "test-org/down").value_or(std::vector<int32_t>{}), *expected_);
 }
 
 }  // namespace
