@@ -407,6 +407,11 @@ absl::StatusOr<ModelInfo> Registry::Get(const ModelKey& key) const {
   return InfoLocked(it->second);
 }
 
+bool Registry::Contains(const ModelKey& key) const {
+  std::lock_guard lock(mu_);
+  return entries_.contains(key);
+}
+
 DeviceMemory Registry::Memory() const {
   std::lock_guard lock(mu_);
   return MemoryLocked();

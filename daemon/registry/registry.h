@@ -209,6 +209,8 @@ class Registry {
 
   std::vector<ModelInfo> List() const;
   absl::StatusOr<ModelInfo> Get(const ModelKey& key) const;
+  // Whether the registry has an entry for `key`, in any state (cheaper than Get: no snapshot).
+  bool Contains(const ModelKey& key) const;
   DeviceMemory Memory() const;
 
   // Runs `create` (which allocates `bytes` of KV cache on the backend) if the budget has room

@@ -115,7 +115,7 @@ absl::StatusOr<registry::LoadRequest> Node::LoadRequestFor(const Caller& caller,
 absl::StatusOr<CheckedSource> Node::CheckLoadSource(const std::string& source,
                                                     const Caller& caller) const {
   DF11_ASSIGN_OR_RETURN(CheckedSource checked, CheckModelRoots(source, config_.model_roots));
-  if (config_.user_loads_catalog_only && caller.role != config::Role::kAdmin) {
+  if (config_.user_loads_catalog_only && !caller.admin()) {
     const std::vector<config::ModelSpec> catalog = Catalog();
     if (std::none_of(catalog.begin(), catalog.end(),
                      [&](const config::ModelSpec& m) { return m.source == source; })) {
@@ -304,7 +304,7 @@ absl::StatusOr<registry::ModelKey> Node::Resolve(const Caller& caller, const std
     candidates.push_back({config::kSharedTenant, name});
   }
   for (const registry::ModelKey& key : candidates) {
-    if (registry_->Get(key).ok()) return key;
+    if (registry_->Contains(key)) return key;
   }
   // Not resident: a catalog model is the shared one.
   if (std::any_of(candidates.begin(), candidates.end(),
