@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -443,6 +444,12 @@ int RunSoak(const std::vector<std::string>& argv) {
   const char* env_addr = std::getenv("DF11_ADDR");
   const std::string addr = args->Get("addr").value_or(env_addr ? env_addr : "127.0.0.1:7411");
   const std::string http = args->Get("http").value_or("");
+  int http_port = 0;
+  if (!http.empty() && (http.rfind(':') == std::string::npos ||
+                        !absl::SimpleAtoi(http.substr(http.rfind(':') + 1), &http_port) ||
+                        http_port <= 0 || http_port > 65535)) {
+    return UsageError("soak", absl::StrCat("--http ", http, ": expected HOST:PORT"));
+  }
   absl::StatusOr<double> duration = args->GetSeconds("duration", 60);
   absl::StatusOr<double> deadline = args->GetSeconds("deadline", 120);
   absl::StatusOr<int64_t> streams = args->GetInt("streams", 64, 1, 4096);
