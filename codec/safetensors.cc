@@ -737,6 +737,30 @@ bool IsPlainFileName(std::string_view name) {
 
 }  // namespace
 
+absl::StatusOr<std::map<std::string, std::string>> ParseSafetensorsIndex(std::string_view text,
+                                                                         std::string_view what) {
+  DF11_ASSIGN_OR_RETURN(Json index, ParseStrictJson(text, what));
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+    return absl::DataLossError(
+        absl::StrCat(Sv(what), ": not a JSON object with a \"weight_map\" object"));
+  }
+  std::map<std::string, std::string> weight_map;
+  for (const auto& [tensor, file] : index["weight_map"].items()) {
+    if (!file.is_string()) {
+      return absl::DataLossError(absl::StrCat(Sv(what), ": weight_map value for tensor ",
+                                              Quote(tensor), " is not a string"));
+    }
+    const std::string& file_name = file.get_ref<const std::string&>();
+    if (!IsPlainFileName(file_name)) {
+      return absl::DataLossError(absl::StrCat(Sv(what), ": weight_map maps tensor ", Quote(tensor),
+                                              " to ", Quote(file_name),
+                                              ", which is not a plain file name"));
+    }
+    weight_map.emplace(tensor, file_name);
+  }
+  return weight_map;
+}
+
 absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir, bool all_files) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -751,24 +775,7 @@ absl::StatusOr<Checkpoint> Checkpoint::Open(const std::string& dir, bool all_fil
   const std::string index_path = join(kIndexFileName);
   if (!all_files && fs::exists(index_path, ec)) {
     DF11_ASSIGN_OR_RETURN(std::string text, ReadIndexFile(index_path));
-    DF11_ASSIGN_OR_RETURN(Json index, ParseStrictJson(text, index_path));
-    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-      return absl::DataLossError(
-          absl::StrCat(index_path, ": not a JSON object with a \"weight_map\" object"));
-    }
-    for (const auto& [tensor, file] : index["weight_map"].items()) {
-      if (!file.is_string()) {
-        return absl::DataLossError(absl::StrCat(index_path, ": weight_map value for tensor ",
-                                                Quote(tensor), " is not a string"));
-      }
-      const std::string& file_name = file.get_ref<const std::string&>();
-      if (!IsPlainFileName(file_name)) {
-        return absl::DataLossError(absl::StrCat(index_path, ": weight_map maps tensor ",
-                                                Quote(tensor), " to ", Quote(file_name),
-                                                ", which is not a plain file name"));
-      }
-      weight_map.emplace(tensor, file_name);
-    }
+    DF11_ASSIGN_OR_RETURN(weight_map, ParseSafetensorsIndex(text, index_path));
     std::set<std::string> unique;
     for (const auto& [tensor, file] : weight_map) unique.insert(file);
     names.assign(unique.begin(), unique.end());

@@ -150,6 +150,13 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
+// The "weight_map" of a model.safetensors.index.json (`text`; `what` names it in errors): tensor
+// name -> shard file name. kDataLoss if the text is not strict JSON (as safetensors headers: no
+// duplicate keys, bounded depth) holding an object with a "weight_map" object whose values are
+// plain file names (no directory part, not "." or "..").
+absl::StatusOr<std::map<std::string, std::string>> ParseSafetensorsIndex(std::string_view text,
+                                                                         std::string_view what);
+
 // A checkpoint of one or more safetensors files in a directory. With `all_files` (as DF11 readers
 // need): every regular *.safetensors file (symlinks followed, as in the HF cache). Otherwise the
 // shards named by `model.safetensors.index.json` ("weight_map": tensor -> plain file name), else

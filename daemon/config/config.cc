@@ -319,6 +319,10 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   DF11_RETURN_IF_ERROR(ReadBytes(limits, "max_request_bytes", 1024, c.max_request_bytes));
   DF11_RETURN_IF_ERROR(ReadDuration(limits, "load_wait", c.load_wait_seconds));
   DF11_RETURN_IF_ERROR(ReadInt(limits, "http_connections", 1, 65536, c.http_connections));
+  DF11_RETURN_IF_ERROR(ReadDuration(limits, "stream_stall", c.stream_stall_seconds));
+  if (c.stream_stall_seconds <= 0) {
+    return FieldError(limits.PathOf("stream_stall"), "must be longer than 0s");
+  }
   DF11_RETURN_IF_ERROR(limits.CheckNoUnknownKeys());
 
   Section shutdown(top.Get("shutdown"), "shutdown");
@@ -588,6 +592,7 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "max_request_bytes" << YAML::Value << c.max_request_bytes;
   out << YAML::Key << "load_wait" << YAML::Value << FormatDuration(c.load_wait_seconds);
   out << YAML::Key << "http_connections" << YAML::Value << c.http_connections;
+  out << YAML::Key << "stream_stall" << YAML::Value << FormatDuration(c.stream_stall_seconds);
   out << YAML::EndMap;
   out << YAML::Key << "shutdown" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "drain" << YAML::Value << FormatDuration(c.drain_seconds);

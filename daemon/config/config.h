@@ -93,6 +93,9 @@ struct Config {
   int64_t max_request_bytes = 4 << 20;
   double load_wait_seconds = 600;  // how long a request waits for its model's on-demand load
   int64_t http_connections = 256;  // HTTP requests served at once (each stream holds one)
+  // A stream whose client reads nothing for this long is cancelled (gRPC), or its connection
+  // closed (HTTP), freeing its thread, slot and model lease.
+  double stream_stall_seconds = 30;
   double drain_seconds = 30;  // SIGTERM: how long in-flight streams may finish
 
   // Who may call: the tokens file (config/tokens.h), re-read when it changes; empty: everyone,

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,8 +90,22 @@ BlobWriter::~BlobWriter() {
 }
 
 absl::Status BlobWriter::Error(const char* what) const {
+  const int error = errno;
+  if (error == ENOSPC || error == EDQUOT) {
+    // The file keeps the prefix written so far, for a download that resumes once there is room.
+    struct statvfs stats;
+    const std::string free_bytes =
+        ::fstatvfs(fd_, &stats) == 0
+            ? absl::StrCat(static_cast<uint64_t>(stats.f_bavail) * stats.f_frsize, " bytes free")
+            : "free space unknown";
+    struct stat st;
+    const uint64_t on_disk = ::fstat(fd_, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "hub cache: cannot ", what, " ", path_, ": ", std::strerror(error), " (", size(),
+        " bytes of the file received, ", on_disk, " on disk and kept; ", free_bytes, ")"));
+  }
   return absl::InternalError(
-      absl::StrCat("hub cache: cannot ", what, " ", path_, ": ", std::strerror(errno)));
+      absl::StrCat("hub cache: cannot ", what, " ", path_, ": ", std::strerror(error)));
 }
 
 absl::Status BlobWriter::Append(const char* data, size_t size) {

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -64,53 +63,12 @@ std::string NewTraceId() {
                          0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);
 }
 
-// W/"abc" → abc.
-std::string NormalizeEtag(std::string etag) {
-  absl::string_view v = absl::StripAsciiWhitespace(etag);
-  absl::ConsumePrefix(&v, "W/");
-  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-  return absl::AsciiStrToLower(v);
-}
-
-// The URL of `Link: <url>; rel="next"`, or empty.
-std::string NextLink(const std::string& link) {
-  for (absl::string_view part : absl::StrSplit(link, ',')) {
-    if (!absl::StrContains(part, "rel=\"next\"")) continue;
-    const size_t open = part.find('<'), close = part.find('>');
-    if (open != absl::string_view::npos && close != absl::string_view::npos && open < close) {
-      return std::string(part.substr(open + 1, close - open - 1));
-    }
-  }
-  return "";
-}
-
 // "refs/pr/1" → refs%2Fpr%2F1; a path keeps its '/' and encodes each part.
 std::string EncodePath(const std::string& path) {
   std::vector<std::string> parts;
   for (absl::string_view p : absl::StrSplit(path, '/'))
     parts.push_back(PercentEncode(std::string(p)));
   return absl::StrJoin(parts, "/");
-}
-
-// The sleep a 429 or 503 asks for: RateLimit's t + 1 when r=0, else an integer Retry-After; -1
-// when the response says nothing.
-double RequestedWait(const HttpResponse& r) {
-  const std::string rate = r.Header("ratelimit");
-  if (!rate.empty()) {
-    int64_t remaining = -1, reset = -1;
-    for (absl::string_view item : absl::StrSplit(rate, ';')) {
-      item = absl::StripAsciiWhitespace(item);
-      if (absl::ConsumePrefix(&item, "r=")) (void)absl::SimpleAtoi(item, &remaining);
-      if (absl::ConsumePrefix(&item, "t=")) (void)absl::SimpleAtoi(item, &reset);
-    }
-    if (remaining == 0 && reset >= 0) return static_cast<double>(reset + 1);
-  }
-  int64_t seconds;
-  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(r.Header("retry-after")), &seconds) &&
-      seconds >= 0) {
-    return static_cast<double>(seconds);
-  }
-  return -1;
 }
 
 // sha256 of the content (LFS etag), or git's blob sha1: sha1("blob <size>\0" + content).
@@ -142,12 +100,11 @@ class ContentHash {
   bool git_ = false;
 };
 
-// json[key] when `json` is an object holding a string there, else "" (json::value throws on a
-// field of another type, and these answers come from the network).
-std::string StringField(const nlohmann::json& json, const char* key) {
-  if (!json.is_object()) return "";
-  auto it = json.find(key);
-  return it != json.end() && it->is_string() ? it->get<std::string>() : "";
+// An answer that ParseX refused, with what was asked and the request id.
+absl::Status FromAnswer(const absl::Status& status, const std::string& what,
+                        const std::string& trace_id) {
+  return absl::Status(status.code(),
+                      absl::StrCat(what, ": ", status.message(), " (request id ", trace_id, ")"));
 }
 
 absl::Status FileError(const std::string& what, const std::string& path) {
@@ -295,13 +252,9 @@ absl::StatusOr<std::string> HubClient::ResolveCommit(const std::string& repo_id,
                                              "/revision/", PercentEncode(revision)),
                                 &trace_id);
   if (r.status != 200) return Error(r, what, trace_id, settings_.max_retries + 1);
-  const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("sha") || !j["sha"].is_string() ||
-      !IsCommit(j["sha"].get<std::string>())) {
-    return absl::DataLossError(absl::StrCat(
-        what, ": the hub's revision answer has no commit id (request id ", trace_id, ")"));
-  }
-  return j["sha"].get<std::string>();
+  absl::StatusOr<std::string> commit = ParseRevisionAnswer(r.body);
+  if (!commit.ok()) return FromAnswer(commit.status(), what, trace_id);
+  return commit;
 }
 
 absl::StatusOr<std::vector<RepoFile>> HubClient::ListFiles(const std::string& repo_id,
@@ -317,24 +270,10 @@ absl::StatusOr<std::vector<RepoFile>> HubClient::ListFiles(const std::string& re
     std::string trace_id;
     const HttpResponse r = ApiGet(url, &trace_id);
     if (r.status != 200) return Error(r, what, trace_id, settings_.max_retries + 1);
-    const nlohmann::json j = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_array()) {
-      return absl::DataLossError(
-          absl::StrCat(what, ": the answer is not a JSON array (request id ", trace_id, ")"));
-    }
-    for (const nlohmann::json& e : j) {
-      if (StringField(e, "type") != "file") continue;
-      RepoFile f;
-      f.path = StringField(e, "path");
-      if (!IsRepoFilePath(f.path)) {
-        return absl::DataLossError(
-            absl::StrCat(what, ": the hub listed a file path that leaves the repository: \"",
-                         f.path.substr(0, 200), "\""));
-      }
-      if (e.contains("size") && e["size"].is_number_unsigned()) f.size = e["size"].get<uint64_t>();
-      if (e.contains("lfs")) f.lfs_sha256 = StringField(e["lfs"], "oid");
-      files.push_back(std::move(f));
-    }
+    absl::StatusOr<std::vector<RepoFile>> listed = ParseTreePage(r.body);
+    if (!listed.ok()) return FromAnswer(listed.status(), what, trace_id);
+    files.insert(files.end(), std::make_move_iterator(listed->begin()),
+                 std::make_move_iterator(listed->end()));
     url = NextLink(r.Header("link"));
     // Pages come from the endpoint only: the token never follows a link elsewhere.
     if (!url.empty() && UrlOrigin(url) != UrlOrigin(settings_.endpoint)) {
@@ -371,27 +310,9 @@ absl::StatusOr<FileMetadata> HubClient::FetchMetadata(const std::string& repo_id
     url = absl::StrCat(UrlOrigin(settings_.endpoint), location);
   }
   if (r.status < 200 || r.status >= 400) return Error(r, what, trace_id, settings_.max_retries + 1);
-  FileMetadata m;
-  m.commit = r.Header("x-repo-commit");
-  m.etag = NormalizeEtag(!r.Header("x-linked-etag").empty() ? r.Header("x-linked-etag")
-                                                            : r.Header("etag"));
-  const bool redirect = r.status >= 300;
-  const std::string size = !r.Header("x-linked-size").empty() ? r.Header("x-linked-size")
-                           : redirect                         ? ""
-                                                              : r.Header("content-length");
-  m.location = redirect ? r.Header("location") : url;
-  if (!IsCommit(m.commit) || !IsEtag(m.etag) || !absl::SimpleAtoi(size, &m.size)) {
-    return absl::DataLossError(absl::StrCat(
-        what,
-        ": the answer lacks a valid X-Repo-Commit, ETag or size: it did not come from the "
-        "hub (a proxy?) (HTTP ",
-        r.status, "; request id ", trace_id, ")"));
-  }
-  if (m.location.empty() || UrlOrigin(m.location).empty()) {
-    return absl::DataLossError(absl::StrCat(what, ": redirected to an invalid location \"",
-                                            m.location.substr(0, 200), "\""));
-  }
-  return m;
+  absl::StatusOr<FileMetadata> metadata = ParseFileMetadata(r, url);
+  if (!metadata.ok()) return FromAnswer(metadata.status(), what, trace_id);
+  return metadata;
 }
 
 absl::Status HubClient::Download(const std::string& repo_id, const std::string& path,
@@ -403,6 +324,12 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
                                                      " bytes is more than the limit of ",
                                                      settings_.max_file_bytes, " per file"));
   }
+  // A full disk names the file and its size too.
+  auto with_file = [&](absl::Status status) {
+    if (!absl::IsResourceExhausted(status)) return status;
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what, " (", metadata.size, " bytes): ", status.message()));
+  };
   absl::StatusOr<std::unique_ptr<BlobWriter>> opened = BlobWriter::Open(partial);
   if (!opened.ok()) return opened.status();
   BlobWriter& file = **opened;
@@ -482,11 +409,11 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
         });
     if (!sink_error.ok()) {
       if (absl::IsDataLoss(sink_error)) std::remove(partial.c_str());
-      return sink_error;
+      return with_file(sink_error);
     }
     // Whatever ended the transfer, what arrived is kept, so that a retry or a later download
     // resumes after it.
-    if (absl::Status s = file.Flush(); !s.ok()) return s;
+    if (absl::Status s = file.Flush(); !s.ok()) return with_file(s);
     if (r.cancelled) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
     if ((r.status == 200 || r.status == 206) && written == metadata.size) break;
     if (r.status == 416 && written == metadata.size) break;
@@ -524,7 +451,7 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
                                             " does not match its etag ", metadata.etag,
                                             " (corrupt download; nothing was cached)"));
   }
-  return file.Sync();
+  return with_file(file.Sync());
 }
 
 }  // namespace df11::hub

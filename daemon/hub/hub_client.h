@@ -24,24 +24,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/hub/http.h"
+#include "daemon/hub/hub_answers.h"
 #include "daemon/hub/settings.h"
 
 namespace df11::hub {
-
-// A file of a commit, from the tree listing.
-struct RepoFile {
-  std::string path;
-  uint64_t size = 0;
-  std::string lfs_sha256;  // empty for a git-stored file
-};
-
-// What a HEAD on /resolve/ says of a file.
-struct FileMetadata {
-  std::string commit;    // X-Repo-Commit
-  std::string etag;      // sha256 (LFS) or git blob sha1, lower-case hex
-  uint64_t size = 0;     // X-Linked-Size, else Content-Length
-  std::string location;  // where the bytes are: a CDN URL, or the resolve URL itself
-};
 
 // `status` carrying the hub's X-Error-Code (RepoNotFound, EntryNotFound, GatedRepo, ...).
 absl::Status WithHubErrorCode(absl::Status status, const std::string& code);
@@ -68,7 +54,8 @@ class HubClient {
   // (a resumed download; a server that ignores Range restarts it). Calls `progress` with the
   // bytes held so far. The file's length must be metadata.size and its hash the etag; otherwise
   // kDataLoss and `partial` is removed. kResourceExhausted when the file is larger than
-  // settings.max_file_bytes.
+  // settings.max_file_bytes, or when its file system is full (naming the file, its size, the bytes
+  // written and kept in `partial` for a later resume, and the free space).
   absl::Status Download(const std::string& repo_id, const std::string& path,
                         const FileMetadata& metadata, const std::string& partial,
                         const std::function<void(uint64_t bytes)>& progress);

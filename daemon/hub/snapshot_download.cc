@@ -1,7 +1,9 @@
 #include "daemon/hub/snapshot_download.h"
 
 #include <fnmatch.h>
+#include <sys/statvfs.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -122,11 +124,25 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
              .directory = cache.SnapshotDir(*commit),
              .files = {},
              .offline_reason = ""};
+  // Bytes the cache's file system must take: files not cached, less what an earlier download of
+  // an LFS file left (resumed) or a complete blob another revision shares.
+  uint64_t bytes_to_write = 0;
   for (const RepoFile& f : *listing) {
     if (!MatchesAny(f.path, include)) continue;
     s.files.push_back({.path = f.path,
                        .size = f.size,
                        .cached = IsCachedFile(cache.SnapshotPath(s.commit, f.path))});
+    if (s.files.back().cached) continue;
+    uint64_t held = 0;
+    if (IsEtag(f.lfs_sha256)) {
+      if (IsCachedFile(cache.BlobPath(f.lfs_sha256))) {
+        held = f.size;
+      } else if (const uint64_t partial = fs::file_size(cache.IncompletePath(f.lfs_sha256), ec);
+                 !ec) {
+        held = std::min(partial, f.size);
+      }
+    }
+    bytes_to_write += f.size - held;
   }
   if (s.files.empty()) {
     return absl::NotFoundError(absl::StrCat(source.repo_id, "@", source.revision, " (commit ",
@@ -141,6 +157,17 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
   }
   DF11_RETURN_IF_ERROR(cache.WriteRef(source.revision, s.commit));
   DF11_RETURN_IF_ERROR(cache.EnsureCacheDirTag());
+  // Refused before a byte is written, rather than failing when the disk fills mid-download.
+  if (struct statvfs fs_stats;
+      bytes_to_write > 0 && ::statvfs(settings_.cache_dir.c_str(), &fs_stats) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(fs_stats.f_bavail) * fs_stats.f_frsize;
+    if (bytes_to_write > free_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(source.repo_id, "@", source.revision, ": ", bytes_to_write,
+                       " bytes to download, but the file system of the hub cache ",
+                       settings_.cache_dir, " has ", free_bytes, " bytes free"));
+    }
+  }
   return s;
 }
 

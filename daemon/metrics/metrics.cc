@@ -27,6 +27,11 @@ Metrics::Metrics()
                     .Name("df11_requests_total")
                     .Help("Generate requests that ended, by model and outcome")
                     .Register(*registry_)),
+      stalled_(prometheus::BuildCounter()
+                   .Name("df11_stalled_streams_total")
+                   .Help("Streams cancelled because the client read nothing for "
+                         "limits.stream_stall, by model")
+                   .Register(*registry_)),
       tokens_(prometheus::BuildCounter()
                   .Name("df11_generated_tokens_total")
                   .Help("Tokens generated, by model")
@@ -59,6 +64,10 @@ Metrics::Metrics()
 void Metrics::RequestFinished(const std::string& tenant, const std::string& model,
                               const std::string& outcome) {
   requests_.Add({{"model", model}, {"outcome", outcome}, {"tenant", tenant}}).Increment();
+}
+
+void Metrics::StreamStalled(const std::string& tenant, const std::string& model) {
+  stalled_.Add({{"model", model}, {"tenant", tenant}}).Increment();
 }
 
 void Metrics::TokensGenerated(const std::string& tenant, const std::string& model,

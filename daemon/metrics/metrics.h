@@ -31,6 +31,8 @@ class Metrics {
   // of its error ("invalid_argument", ...).
   void RequestFinished(const std::string& tenant, const std::string& model,
                        const std::string& outcome);
+  // A stream was cancelled because its client read nothing for limits.stream_stall.
+  void StreamStalled(const std::string& tenant, const std::string& model);
   void TokensGenerated(const std::string& tenant, const std::string& model, uint64_t tokens);
   void TimeToFirstToken(const std::string& tenant, const std::string& model, double seconds);
   void TimePerToken(const std::string& tenant, const std::string& model, double seconds);
@@ -43,6 +45,7 @@ class Metrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Counter>& stalled_;
   prometheus::Family<prometheus::Counter>& tokens_;
   prometheus::Family<prometheus::Histogram>& ttft_;
   prometheus::Family<prometheus::Histogram>& tpot_;

@@ -1,5 +1,7 @@
 #include "daemon/server/http_server.h"
 
+#include <cmath>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -41,6 +43,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   const size_t threads = static_cast<size_t>(node.config().http_connections);
   http->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http->server_->set_payload_max_length(static_cast<size_t>(node.config().max_request_bytes));
+  // A client that reads nothing of its stream for limits.stream_stall loses the connection, and
+  // the request is cancelled (the sink's write fails).
+  const double stall = node.config().stream_stall_seconds;
+  http->server_->set_write_timeout(static_cast<time_t>(stall),
+                                   static_cast<time_t>((stall - std::floor(stall)) * 1e6));
   const httplib::Server::HandlerWithResponse on_error = [&node](const httplib::Request& req,
                                                                 httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "daemon/audit/audit.h"
 #include "daemon/hub/cache.h"
 #include "daemon/runtime/estimate.h"
@@ -112,7 +113,7 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
     }
     message.mutable_model()->set_state(df11::v1::MODEL_STATE_LOADING);
     message.mutable_model()->set_source(request->source());
-    return writer->Write(message);
+    return stall_watchdog_.Write(context, writer, message);
   };
   absl::StatusOr<registry::ModelInfo> info = node_.registry().Load(*load, on_progress);
   audit::Record({.event = config::IsQuotaExceeded(info.status()) ? "quota_refusal" : "load",
@@ -133,7 +134,7 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
   done.set_bytes_done(bytes);
   done.set_bytes_total(bytes);
   *done.mutable_model() = ToProto(*info);
-  writer->Write(done);
+  stall_watchdog_.Write(context, writer, done);
   return grpc::Status::OK;
 }
 
@@ -253,6 +254,23 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
   absl::StatusOr<std::shared_ptr<scheduler::Job>> job =
       node_.scheduler().Submit(*std::move(model), *std::move(prepared));
   if (!job.ok()) return ToGrpcStatus(job.status());
+  const registry::ResidentModel& served = (*job)->model();
+  const std::string peer = context->peer();  // "unknown" once the call is cancelled
+  // Writes the next response; false (the job cancelled) when the client went away or read nothing
+  // for limits.stream_stall.
+  auto write = [&](const df11::v1::GenerateResponse& response) {
+    bool stalled = false;
+    if (stall_watchdog_.Write(context, writer, response, &stalled)) return true;
+    if (stalled) {
+      node_.metrics().StreamStalled(served.owner, served.name);
+      Log(absl::StrCat("Generate of ", served.name, " from ", peer,
+                       ": the client read nothing for ",
+                       absl::FormatDuration(stall_watchdog_.stall()), "; cancelled"));
+    }
+    (*job)->Cancel(
+        absl::CancelledError(stalled ? "the client stopped reading" : "the client went away"));
+    return false;
+  };
   scheduler::Job::Update update;
   while (true) {
     if (!(*job)->Next(&update, kPoll)) {
@@ -277,7 +295,7 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
     }
     if (update.done) {
       if (!update.status.ok()) {
-        if (!update.tokens.empty()) writer->Write(response);
+        if (!update.tokens.empty()) write(response);
         return ToGrpcStatus(update.status);
       }
       response.set_finish_reason(ToProto(update.finish_reason));
@@ -289,13 +307,10 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
       t->set_time_to_first_token_seconds(update.timings.first_token);
       t->set_seconds_per_token(update.timings.per_token);
       t->set_total_seconds(update.timings.total);
-      writer->Write(response);
+      write(response);
       return grpc::Status::OK;
     }
-    if (!writer->Write(response)) {
-      (*job)->Cancel(absl::CancelledError("the client went away"));
-      return grpc::Status::CANCELLED;
-    }
+    if (!write(response)) return grpc::Status::CANCELLED;
   }
 }
 
@@ -320,7 +335,7 @@ grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
   while (!context->IsCancelled() && !node_.shutting_down()) {
     // Each status is for the caller as the tokens file says now: a revoked token ends the watch.
     if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
-    if (!writer->Write(ToProto(node_.Status(caller)))) break;
+    if (!stall_watchdog_.Write(context, writer, ToProto(node_.Status(caller)))) break;
     for (absl::Time until = absl::Now() + every; absl::Now() < until;) {
       if (context->IsCancelled() ||
           node_.WaitForShutdown(std::min(kWatchPoll, until - absl::Now()))) {

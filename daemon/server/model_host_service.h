@@ -6,14 +6,17 @@
 #ifndef DF11_DAEMON_SERVER_MODEL_HOST_SERVICE_H_
 #define DF11_DAEMON_SERVER_MODEL_HOST_SERVICE_H_
 
+#include "absl/time/time.h"
 #include "daemon/server/node.h"
+#include "daemon/server/stall_watchdog.h"
 #include "df11/v1/model_host.grpc.pb.h"
 
 namespace df11::server {
 
 class ModelHostService final : public df11::v1::ModelHost::Service {
  public:
-  explicit ModelHostService(Node& node) : node_(node) {}
+  explicit ModelHostService(Node& node)
+      : node_(node), stall_watchdog_(absl::Seconds(node.config().stream_stall_seconds)) {}
 
   grpc::Status LoadModel(grpc::ServerContext* context, const df11::v1::LoadModelRequest* request,
                          grpc::ServerWriter<df11::v1::LoadModelProgress>* writer) override;
@@ -42,6 +45,8 @@ class ModelHostService final : public df11::v1::ModelHost::Service {
   grpc::Status Authorize(const grpc::ServerContext& context, Caller* caller = nullptr) const;
 
   Node& node_;
+  // Every stream's writes: a client that reads nothing for limits.stream_stall is cancelled.
+  StallWatchdog stall_watchdog_;
 };
 
 }  // namespace df11::server

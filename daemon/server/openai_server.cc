@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/server/generate_request.h"
+#include "daemon/server/log.h"
 #include "daemon/server/openai_api.h"
 #include "daemon/server/status_conversion.h"
 #include "httplib.h"
@@ -32,9 +33,21 @@ struct Completion {
 
 // Streams `c` (SSE events, or the response object at the end) until the job is done or the client
 // goes away, which cancels the job.
-bool Provide(Completion& c, httplib::DataSink& sink) {
+bool Provide(Node& node, Completion& c, httplib::DataSink& sink) {
   auto write = [&](const std::string& text) {
-    return text.empty() || sink.write(text.data(), text.size());
+    if (text.empty()) return true;
+    const absl::Time start = absl::Now();
+    if (sink.write(text.data(), text.size())) return true;
+    // httplib gives up on a socket that stays unwritable for its write timeout,
+    // limits.stream_stall.
+    const absl::Duration stall = absl::Seconds(node.config().stream_stall_seconds);
+    if (absl::Now() - start >= stall - absl::Milliseconds(10)) {
+      const registry::ResidentModel& model = c.job->model();
+      node.metrics().StreamStalled(model.owner, model.name);
+      Log(absl::StrCat("completion of ", model.name, ": the client read nothing for ",
+                       absl::FormatDuration(stall), "; cancelled"));
+    }
+    return false;
   };
   auto finish = [&](const scheduler::Job::Update& u) {
     std::string text;
@@ -121,7 +134,7 @@ void HandleCompletion(Node& node, bool chat, const httplib::Request& req, httpli
   if (c->request.stream) res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       c->request.stream ? "text/event-stream" : "application/json",
-      [c](size_t, httplib::DataSink& sink) { return Provide(*c, sink); },
+      [c, &node](size_t, httplib::DataSink& sink) { return Provide(node, *c, sink); },
       [c](bool success) {
         if (!success) c->job->Cancel(absl::CancelledError("the client went away"));
       });

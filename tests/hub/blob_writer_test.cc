@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
@@ -146,6 +147,19 @@ TEST_P(BlobWriterTest, TruncateStartsOver) {
   AppendInPieces(*writer, second, 0, second.size());
   ASSERT_THAT(writer->Sync(), IsOk());
   EXPECT_TRUE(ReadFile(path_) == second);
+}
+
+// /dev/full refuses every write with ENOSPC, as a full file system does.
+TEST_P(BlobWriterTest, AFullDiskIsResourceExhaustedNamingTheFileAndTheBytes) {
+  absl::StatusOr<std::unique_ptr<BlobWriter>> writer = BlobWriter::Open("/dev/full", GetParam());
+  if (!writer.ok()) GTEST_SKIP() << "no /dev/full here: " << writer.status();
+  const std::string data = Pattern(BlobWriter::kStagingBytes + 5000, 7);
+  absl::Status status = (*writer)->Append(data.data(), data.size());
+  if (status.ok()) status = (*writer)->Flush();
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("cannot write /dev/full: No space left"));
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("bytes of the file received"));
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("bytes free"));
 }
 
 INSTANTIATE_TEST_SUITE_P(PageCache, BlobWriterTest, ::testing::Values(false));
