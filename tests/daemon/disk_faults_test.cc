@@ -1,0 +1,230 @@
+// The hub cache's file system filling up. The test runs in a mount namespace of its own (the
+// daemons it starts inherit it) with the cache on a small tmpfs; where it may not mount one
+// (no CAP_SYS_ADMIN), it skips, and blob_writer_test covers the error with /dev/full.
+//
+// A download that cannot fit is refused before a byte is written; a disk that fills during the
+// download fails the load with RESOURCE_EXHAUSTED naming the file and the sizes, keeps the
+// partial blobs (each a prefix of its file) for the next try, leaves nothing corrupt in the cache,
+// and the next load, once there is room, resumes them. Another model serves throughout.
+#include <sched.h>
+#include <sys/mount.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/df11_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/daemon/daemon_process.h"
+#include "tests/daemon/demo_hub.h"
+#include "tests/hub/fake_hub.h"
+#include "tests/testing/status_matchers.h"
+
+namespace df11 {
+namespace {
+
+namespace fs = std::filesystem;
+using ::df11::testing::StatusIs;
+using testing::DemoDir;
+using testing::DemoHubFiles;
+using testing::GreedyTokens;
+using ::testing::HasSubstr;
+
+// Mounts a tmpfs of `bytes` at `dir` (created), in a private mount namespace of this thread (and
+// the processes it starts); "" when done, else why not.
+std::string MountTmpfs(const std::string& dir, uint64_t bytes) {
+  static const std::string unshared = [] {
+    if (::unshare(CLONE_NEWNS) != 0) return absl::StrCat("unshare: ", std::strerror(errno));
+    // Nothing mounted here propagates to the parent namespace.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      return absl::StrCat("mount --make-rprivate /: ", std::strerror(errno));
+    }
+    return std::string();
+  }();
+  if (!unshared.empty()) return unshared;
+  fs::create_directories(dir);
+  if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, absl::StrCat("size=", bytes).c_str()) != 0) {
+    return absl::StrCat("mount tmpfs: ", std::strerror(errno));
+  }
+  return "";
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The cache's blobs: name -> content, complete ones and `.incomplete` ones apart.
+struct Blobs {
+  std::map<std::string, std::string> complete, partial;
+};
+Blobs ReadBlobs(const std::string& cache) {
+  Blobs blobs;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(cache, ec)) {
+    if (!e.is_regular_file() || e.path().parent_path().filename() != "blobs") continue;
+    auto& into = e.path().extension() == ".incomplete" ? blobs.partial : blobs.complete;
+    into[e.path().filename().string()] = ReadFile(e.path());
+  }
+  return blobs;
+}
+
+// Fills the file system of `dir` with one file until it refuses more; the file.
+std::string FillUp(const std::string& dir) {
+  const std::string path = dir + "/filler";
+  std::ofstream out(path, std::ios::binary);
+  const std::string chunk(64 << 10, 'x');
+  while (out.write(chunk.data(), chunk.size())) {
+  }
+  return path;
+}
+
+class DiskFaultsTest : public ::testing::Test {
+ protected:
+  // A daemon serving demo, with its hub cache on a tmpfs of `bytes`.
+  void StartDaemon(uint64_t bytes) {
+    cache_ = dir_ + "/hub";
+    if (const std::string why = MountTmpfs(cache_, bytes); !why.empty()) {
+      GTEST_SKIP() << "cannot mount a tmpfs here: " << why;
+    }
+    mounted_ = true;
+    const absl::Status started = daemon_.Start(
+        absl::StrCat("preload: [{source: ", DemoDir(), ", name: demo, pin: true}]\n",
+                     "hub: {cache_dir: ", cache_, ", endpoint: ", hub_.endpoint(), "}\n"),
+        dir_);
+    ASSERT_TRUE(started.ok()) << started;
+    client_ = *client::Df11Client::Connect(daemon_.address());
+    absl::StatusOr<std::vector<int32_t>> expected = GreedyTokens(*client_, "demo");
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    expected_ = *expected;
+  }
+  void TearDown() override {
+    if (client_ != nullptr) EXPECT_EQ(daemon_.Terminate(), 0);
+    if (mounted_) ::umount2(cache_.c_str(), MNT_DETACH);
+    fs::remove_all(dir_);
+  }
+
+  absl::Status Load(const std::string& repo) {
+    v1::LoadModelRequest load;
+    load.set_source(repo);
+    return client_->LoadModel(load, nullptr, {.timeout = absl::Seconds(300)}).status();
+  }
+
+  // Greedy requests of demo, one after another, until stopped.
+  void RunTraffic() {
+    std::unique_ptr<client::Df11Client> c = *client::Df11Client::Connect(daemon_.address());
+    while (!stop_) {
+      absl::StatusOr<std::vector<int32_t>> tokens = GreedyTokens(*c, "demo");
+      if (tokens.ok() && *tokens == expected_) {
+        ++ok_;
+      } else {
+        failures_.push_back(tokens.ok() ? "other tokens" : tokens.status().ToString());
+      }
+    }
+  }
+
+  const std::string dir_ = testing::MakeTempDir();
+  std::string cache_;
+  bool mounted_ = false;
+  testing::FakeHub hub_;
+  testing::DaemonProcess daemon_;
+  std::unique_ptr<client::Df11Client> client_;
+  std::vector<int32_t> expected_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> ok_{0};
+  std::vector<std::string> failures_;
+};
+
+TEST_F(DiskFaultsTest, ADownloadThatCannotFitIsRefusedBeforeAByteIsWritten) {
+  // The demo model's weights are 6.3 MB.
+  StartDaemon(4 << 20);
+  if (IsSkipped()) return;
+  hub_.AddCommit("test-org/too-big", "main", DemoHubFiles());
+  const absl::Status loaded = Load("test-org/too-big");
+  EXPECT_THAT(loaded, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(loaded.message(),
+              HasSubstr(absl::StrCat("bytes to download, but the file system of the hub cache ",
+                                     cache_, " has ")));
+  // No weights were fetched (the shards come from the CDN).
+  for (const testing::FakeHub::Request& r : hub_.requests()) {
+    EXPECT_FALSE(r.server == "cdn" && r.method == "GET") << r.path;
+  }
+  EXPECT_THAT(ReadBlobs(cache_).partial, ::testing::IsEmpty());
+  EXPECT_EQ(GreedyTokens(*client_, "demo").value_or(std::vector<int32_t>{}), expected_);
+}
+
+TEST_F(DiskFaultsTest, ADiskThatFillsMidDownloadKeepsThePartsAndTheNextLoadResumes) {
+  StartDaemon(16 << 20);
+  if (IsSkipped()) return;
+  hub_.AddCommit("test-org/filled", "main", DemoHubFiles());
+  std::map<std::string, std::string> originals;  // every file of the model, by name
+  for (const testing::FakeFile& f : DemoHubFiles()) originals[f.path] = ReadFile(f.disk_path);
+
+  std::thread traffic([this] { RunTraffic(); });
+  hub_.SetThrottle(1 << 20);  // about 7 s for the model
+  absl::Status loaded;
+  std::thread load([&] { loaded = Load("test-org/filled"); });
+  // Once part of a shard is on disk, something else takes all the room that is left.
+  for (int i = 0; i < 200; ++i) {
+    const Blobs blobs = ReadBlobs(cache_);
+    if (!blobs.partial.empty() && blobs.partial.begin()->second.size() >= (256 << 10)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string filler = FillUp(cache_);
+  load.join();
+  EXPECT_THAT(loaded, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(loaded.message(), HasSubstr(".incomplete: No space left on device"));
+  EXPECT_THAT(loaded.message(), HasSubstr("on disk and kept"));
+  EXPECT_THAT(loaded.message(), HasSubstr("bytes free"));
+
+  // Nothing corrupt: each complete blob is one of the files, each partial one a prefix of one.
+  const Blobs after = ReadBlobs(cache_);
+  EXPECT_FALSE(after.partial.empty());
+  auto is_prefix_of_a_file = [&](const std::string& content, bool whole) {
+    for (const auto& [name, original] : originals) {
+      if (whole ? content == original : original.compare(0, content.size(), content) == 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (const auto& [name, content] : after.complete) {
+    EXPECT_TRUE(is_prefix_of_a_file(content, /*whole=*/true)) << name;
+  }
+  for (const auto& [name, content] : after.partial) {
+    EXPECT_TRUE(is_prefix_of_a_file(content, /*whole=*/false)) << name;
+  }
+
+  // Room again: the next load resumes the partial blobs instead of starting over.
+  fs::remove(filler);
+  hub_.SetThrottle(0);
+  hub_.ClearRequests();
+  const absl::Status again = Load("test-org/filled");
+  ASSERT_TRUE(again.ok()) << again;
+  int resumed = 0;
+  for (const testing::FakeHub::Request& r : hub_.requests()) {
+    if (r.server == "cdn" && r.range.rfind("bytes=", 0) == 0 && r.range != "bytes=0-") ++resumed;
+  }
+  EXPECT_GE(resumed, 1);
+  EXPECT_EQ(GreedyTokens(*client_, "test-org/filled").value_or(std::vector<int32_t>{}), expected_);
+  EXPECT_THAT(ReadBlobs(cache_).partial, ::testing::IsEmpty());
+  stop_ = true;
+  traffic.join();
+  EXPECT_GT(ok_, 0);
+  EXPECT_THAT(failures_, ::testing::IsEmpty());
+}
+
+}  // namespace
+}  // namespace df11
