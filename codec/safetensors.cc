@@ -409,6 +409,14 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&&) noexcept = default;
 SafetensorsFile::~SafetensorsFile() = default;
 
+namespace {
+
+int64_t ModifiedNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+}  // namespace
+
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not hang; it is then rejected as not a regular file.
   const int fd = OpenRetryingEintr(path.c_str(), O_RDONLY | O_NONBLOCK);
@@ -433,7 +441,24 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   }
   DF11_ASSIGN_OR_RETURN(SafetensorsFile file, Parse(bytes, path));
   file.mapping_ = std::move(mapping);
+  file.device_ = st.st_dev;
+  file.inode_ = st.st_ino;
+  file.modified_ns_ = ModifiedNs(st);
   return file;
+}
+
+absl::Status SafetensorsFile::CheckUnchanged() const {
+  if (mapping_ == nullptr) return absl::OkStatus();
+  struct stat st;
+  if (::stat(path_.c_str(), &st) != 0 || st.st_dev != device_ || st.st_ino != inode_) {
+    return absl::OkStatus();  // removed or replaced: the mapping still holds what was validated
+  }
+  if (static_cast<size_t>(st.st_size) == bytes_.size() && ModifiedNs(st) == modified_ns_) {
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat(
+      path_, " was modified in place after it was mapped (", bytes_.size(), " bytes then, ",
+      st.st_size, " now); replace model files by renaming new ones over them, never in place"));
 }
 
 absl::StatusOr<SafetensorsFile> SafetensorsFile::Parse(std::span<const std::byte> bytes,

@@ -94,10 +94,19 @@ class SafetensorsFile {
   // Total file size in bytes.
   size_t file_size() const { return bytes_.size(); }
 
+  // For a mapped file (Open): kDataLoss when path() still names the mapped inode but its size or
+  // modification time changed. It was written in place: the mapped bytes may no longer be the
+  // validated ones, and reading past a truncation faults (SIGBUS). A file replaced (renamed over)
+  // or removed is fine, as the mapping keeps the old inode. OK for Parse.
+  absl::Status CheckUnchanged() const;
+
  private:
   SafetensorsFile() = default;
   struct Mapping;
   std::unique_ptr<Mapping> mapping_;  // null when parsing caller-owned bytes
+  // The mapped file as it was opened: device, inode and modification time (ns).
+  uint64_t device_ = 0, inode_ = 0;
+  int64_t modified_ns_ = 0;
   std::span<const std::byte> bytes_;
   std::string path_;
   std::vector<TensorView> tensors_;

@@ -343,6 +343,21 @@ absl::StatusOr<ModelHandle> Registry::Acquire(const ModelKey& key) {
   return NewHandle(e.model);
 }
 
+void Registry::MarkFailed(const ModelKey& key, const ResidentModel& model,
+                          const absl::Status& why) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end() || it->second.state != ModelState::kReady ||
+      it->second.model.get() != &model) {
+    return;
+  }
+  Entry& e = it->second;
+  e.state = ModelState::kFailed;
+  e.failure_reason = std::string(why.message());
+  e.model.reset();
+  changed_.notify_all();
+}
+
 ModelHandle Registry::NewHandle(const std::shared_ptr<ResidentModel>& model) const {
   ++model->leases;
   // The deleter ends the lease; it holds the model, so the model outlives every handle.

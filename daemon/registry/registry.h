@@ -199,6 +199,12 @@ class Registry {
   // model that is not READY (naming its state).
   absl::StatusOr<ModelHandle> Acquire(const ModelKey& key);
 
+  // Model `key`, READY as `model`, can no longer be served (its files were modified in place):
+  // it becomes FAILED with `why` as its reason and its memory is released to the budget (requests
+  // still running on it keep it alive until they end). A later Load of the name replaces it.
+  // Nothing happens when `key` is not that model any more.
+  void MarkFailed(const ModelKey& key, const ResidentModel& model, const absl::Status& why);
+
   // Starts unloading: new Acquire calls fail from now on. Returns the model (so the caller can
   // drain its requests) and its state. kNotFound for an unknown name. A FAILED model has no
   // resident part (nullptr) and is removed at once.

@@ -374,4 +374,12 @@ absl::StatusOr<WeightLocation> Model::Locate(const std::string& name) const {
   return w;
 }
 
+absl::Status Model::CheckFiles() const {
+  const codec::Checkpoint& checkpoint = df11_ != nullptr ? df11_->checkpoint() : *checkpoint_;
+  for (const codec::SafetensorsFile& file : checkpoint.files()) {
+    DF11_RETURN_IF_ERROR(file.CheckUnchanged());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace df11::runtime

@@ -112,6 +112,8 @@ class Model final : public PlacedModel {
   // passthrough tensors, or every tensor of a BF16 checkpoint).
   uint64_t unit_bytes() const override { return unit_bytes_; }
   uint64_t plain_bytes() const override { return plain_bytes_; }
+  // The checkpoint is mapped: each of its files must be as it was loaded.
+  absl::Status CheckFiles() const override;
 
   // For backends that copy the model into their own memory: the DF11 units (none for a BF16
   // checkpoint), in a fixed order; every plain tensor by name (the whole checkpoint for BF16,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "absl/status/status.h"
 #include "daemon/runtime/model_config.h"
 
 namespace df11::runtime {
@@ -31,6 +32,10 @@ class PlacedModel {
   virtual uint64_t unit_bytes() const = 0;
   virtual uint64_t plain_bytes() const = 0;
   uint64_t resident_bytes() const { return unit_bytes() + plain_bytes(); }
+  // OK, or kDataLoss when files the model still reads (a mapped checkpoint) were modified in
+  // place since it was loaded (codec::SafetensorsFile::CheckUnchanged). Models that hold their
+  // own copy of the weights (on a GPU) are always OK.
+  virtual absl::Status CheckFiles() const { return absl::OkStatus(); }
 };
 
 }  // namespace df11::runtime

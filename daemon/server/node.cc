@@ -341,11 +341,23 @@ absl::StatusOr<registry::ModelInfo> Node::GetModel(const Caller& caller, const s
   return info.status();
 }
 
+absl::StatusOr<registry::ModelHandle> Node::AcquireUnchanged(const registry::ModelKey& key) {
+  absl::StatusOr<registry::ModelHandle> handle = registry_->Acquire(key);
+  if (!handle.ok()) return handle;
+  const absl::Status files = (*handle)->model->CheckFiles();
+  if (files.ok()) return handle;
+  const registry::ResidentModel& model = **handle;
+  Log(absl::StrCat("model ", model.name, " can no longer be served: ", files.message()));
+  registry_->MarkFailed(key, model, files);
+  handle = absl::StatusOr<registry::ModelHandle>();
+  return registry_->Acquire(key);  // FAILED, with the reason; or loaded again meanwhile
+}
+
 absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
     const Caller& caller, const std::string& name, const std::string& owner, absl::Time deadline,
     const std::function<bool()>& cancelled) {
   DF11_ASSIGN_OR_RETURN(const registry::ModelKey key, Resolve(caller, name, owner));
-  absl::StatusOr<registry::ModelHandle> handle = registry_->Acquire(key);
+  absl::StatusOr<registry::ModelHandle> handle = AcquireUnchanged(key);
   if (handle.ok() || !config_.on_demand || key.owner != config::kSharedTenant) return handle;
   const std::optional<config::ModelSpec> spec = FindInCatalog(name);
   if (!spec) return handle;
@@ -399,7 +411,7 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
     }
     if (!load->status.ok()) return load->status;
     lock.unlock();
-    handle = registry_->Acquire(key);
+    handle = AcquireUnchanged(key);
     if (handle.ok() || !absl::IsNotFound(handle.status()) || absl::Now() >= deadline) return handle;
   }
 }

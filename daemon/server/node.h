@@ -103,7 +103,9 @@ class Node {
   // kNotFound when the model is neither resident nor in the catalog (naming them);
   // kDeadlineExceeded when the load outlasts the wait; kCancelled; the load's errors
   // (kResourceExhausted with the numbers, kNotFound, kDataLoss, ...); the registry's otherwise.
-  // `name` and `owner` are resolved for `caller` (Resolve).
+  // `name` and `owner` are resolved for `caller` (Resolve). A resident model whose mapped files
+  // were modified in place since its load becomes FAILED (kFailedPrecondition naming the file);
+  // a catalog one is then loaded again, from the files as they are now.
   absl::StatusOr<registry::ModelHandle> AcquireForRequest(const Caller& caller,
                                                           const std::string& name,
                                                           const std::string& owner,
@@ -156,6 +158,9 @@ class Node {
   runtime::Backend& backend() { return *backend_; }
 
  private:
+  // registry Acquire, when the model's files are as they were loaded (PlacedModel::CheckFiles);
+  // otherwise the model is marked FAILED and the registry's answer for it returned.
+  absl::StatusOr<registry::ModelHandle> AcquireUnchanged(const registry::ModelKey& key);
   explicit Node(const config::Config& config);
   // An on-demand load that requests wait for.
   struct PendingLoad {

@@ -6,6 +6,8 @@
 // download fails the load with RESOURCE_EXHAUSTED naming the file and the sizes, keeps the
 // partial blobs (each a prefix of its file) for the next try, leaves nothing corrupt in the cache,
 // and the next load, once there is room, resumes them. Another model serves throughout.
+//
+// Also: model files the CPU backend maps, modified in place after the load.
 #include <sched.h>
 #include <sys/mount.h>
 
@@ -79,6 +81,18 @@ Blobs ReadBlobs(const std::string& cache) {
     into[e.path().filename().string()] = ReadFile(e.path());
   }
   return blobs;
+}
+
+// The largest safetensors file of a model directory.
+std::string LargestSafetensors(const std::string& dir) {
+  fs::path largest;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".safetensors" &&
+        (largest.empty() || e.file_size() > fs::file_size(largest))) {
+      largest = e.path();
+    }
+  }
+  return largest.string();
 }
 
 // Fills the file system of `dir` with one file until it refuses more; the file.
@@ -224,6 +238,71 @@ TEST_F(DiskFaultsTest, ADiskThatFillsMidDownloadKeepsThePartsAndTheNextLoadResum
   traffic.join();
   EXPECT_GT(ok_, 0);
   EXPECT_THAT(failures_, ::testing::IsEmpty());
+}
+
+// The files of a model the CPU backend maps, modified in place after the load (a `cp` over them,
+// an editor): the next request finds it, the model becomes FAILED naming the file, and nothing
+// reads the changed bytes. A catalog model is loaded again from the files as they are now; another
+// model is loaded again by hand. Demo serves throughout.
+TEST(ModelFilesTest, AFileModifiedInPlaceFailsItsModelBeforeAnyRequestReadsIt) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string catalog_model =
+      testing::MakeTestModel(dir, "catalog", "qwen3", /*df11=*/false, 21, DemoDir());
+  const std::string loaded_model =
+      testing::MakeTestModel(dir, "loaded", "qwen2", /*df11=*/true, 22, DemoDir());
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(
+      daemon
+          .Start(absl::StrCat("preload: [{source: ", DemoDir(), ", name: demo, pin: true}]\n",
+                              "catalog: [{source: ", catalog_model, ", name: catalog}]\n"),
+                 dir)
+          .ok());
+  std::unique_ptr<client::Df11Client> c = *client::Df11Client::Connect(daemon.address());
+  v1::LoadModelRequest load;
+  load.set_source(loaded_model);
+  load.set_name("loaded");
+  ASSERT_TRUE(c->LoadModel(load, nullptr).ok());
+  const absl::StatusOr<std::vector<int32_t>> demo = GreedyTokens(*c, "demo");
+  const absl::StatusOr<std::vector<int32_t>> catalog = GreedyTokens(*c, "catalog");
+  const absl::StatusOr<std::vector<int32_t>> loaded = GreedyTokens(*c, "loaded");
+  ASSERT_TRUE(demo.ok() && catalog.ok() && loaded.ok());
+
+  // Bytes in the middle of the DF11 model's file overwritten, the size unchanged.
+  const std::string df11_file = LargestSafetensors(loaded_model);
+  const std::string original = ReadFile(df11_file);
+  {
+    std::fstream f(df11_file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(original.size() / 2));
+    f.write("\x3f\x3f\x3f\x3f\x3f\x3f\x3f\x3f", 8);
+  }
+  const absl::StatusOr<std::vector<int32_t>> changed = GreedyTokens(*c, "loaded");
+  EXPECT_THAT(changed.status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(changed.status().message(),
+              HasSubstr(absl::StrCat(df11_file, " was modified in place after it was mapped")));
+  absl::StatusOr<v1::ModelInfo> info = c->GetModel("loaded");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->state(), v1::MODEL_STATE_FAILED);
+  EXPECT_THAT(info->failure_reason(), HasSubstr("modified in place"));
+  EXPECT_EQ(GreedyTokens(*c, "demo").value_or(std::vector<int32_t>{}), *demo);
+  // Loaded again, it serves the file as it is now (the same bytes again: the same tokens).
+  { std::ofstream(df11_file, std::ios::binary | std::ios::trunc) << original; }
+  ASSERT_TRUE(c->LoadModel(load, nullptr).ok());
+  EXPECT_EQ(GreedyTokens(*c, "loaded").value_or(std::vector<int32_t>{}), *loaded);
+
+  // The catalog model's file truncated in place, then written back whole (a `cp` over it): the
+  // first request fails the model, the next one loads it again.
+  const std::string bf16_file = LargestSafetensors(catalog_model);
+  const std::string catalog_bytes = ReadFile(bf16_file);
+  fs::resize_file(bf16_file, catalog_bytes.size() / 2);
+  const absl::StatusOr<std::vector<int32_t>> truncated = GreedyTokens(*c, "catalog");
+  // Failed, then loaded again on demand from the half file, which is refused as corrupt.
+  EXPECT_THAT(truncated.status(), StatusIs(absl::StatusCode::kDataLoss));
+  { std::ofstream(bf16_file, std::ios::binary | std::ios::trunc) << catalog_bytes; }
+  EXPECT_EQ(GreedyTokens(*c, "catalog").value_or(std::vector<int32_t>{}), *catalog);
+  EXPECT_EQ(GreedyTokens(*c, "demo").value_or(std::vector<int32_t>{}), *demo);
+  EXPECT_THAT(ReadFile(dir + "/df11d.log"), HasSubstr("can no longer be served"));
+  EXPECT_EQ(daemon.Terminate(), 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace
