@@ -1,7 +1,7 @@
 // libFuzzer target for the path from a Generate request to the engine's request. The first byte
-// picks the API: even, the rest is a wire-API GenerateRequest (protobuf bytes); odd, it is the JSON
-// body of the OpenAI API's /v1/completions, or /v1/chat/completions when bit 1 is set
-// (openai::ParseRequest). The request is then prepared (PrepareGenerate) for a small Qwen3 model
+// picks the API: even, the rest is a wire-API GenerateRequest (protobuf bytes: Debian 12 does not
+// package libprotobuf-mutator); odd, it is the JSON body of the OpenAI API's /v1/completions, or
+// /v1/chat/completions when bit 1 is set (openai::ParseRequest). The request is then prepared (PrepareGenerate) for a small Qwen3 model
 // with a Qwen2-style tokenizer and the Qwen3 chat template, under small limits.
 //
 // Every input must be refused with kInvalidArgument, kFailedPrecondition (a template construct
