@@ -34,6 +34,7 @@
 #include "absl/strings/str_join.h"
 #include "codec/base/check.h"
 #include "codec/base/status_macros.h"
+#include "codec/mapping_guard.h"
 #include "nlohmann/json.hpp"
 
 namespace df11::codec {
@@ -396,13 +397,19 @@ int64_t TensorView::num_elements() const {
 // ---------------------------------------------------------------------------------------------
 // SafetensorsFile
 
+// Guarded (codec/mapping_guard.h): where the program installed the guard, a truncation of the file
+// turns reads past its end into zeros and a fault recorded here, instead of SIGBUS.
 struct SafetensorsFile::Mapping {
-  Mapping(void* a, size_t s) : addr(a), size(s) {}
+  Mapping(void* a, size_t s) : addr(a), size(s), guard(GuardMapping(a, s)) {}
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() { munmap(addr, size); }
+  ~Mapping() {
+    UnguardMapping(guard);
+    munmap(addr, size);
+  }
   void* addr;
   size_t size;
+  int guard;
 };
 
 SafetensorsFile::SafetensorsFile(SafetensorsFile&&) noexcept = default;
@@ -449,6 +456,12 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
 
 absl::Status SafetensorsFile::CheckUnchanged() const {
   if (mapping_ == nullptr) return absl::OkStatus();
+  if (MappingFaulted(mapping_->guard)) {
+    return absl::DataLossError(absl::StrCat(
+        path_,
+        " was truncated while mapped: reads past its end got zeros, not the file's bytes; "
+        "replace model files by renaming new ones over them, never in place"));
+  }
   struct stat st;
   if (::stat(path_.c_str(), &st) != 0 || st.st_dev != device_ || st.st_ino != inode_) {
     return absl::OkStatus();  // removed or replaced: the mapping still holds what was validated

@@ -94,10 +94,11 @@ class SafetensorsFile {
   // Total file size in bytes.
   size_t file_size() const { return bytes_.size(); }
 
-  // For a mapped file (Open): kDataLoss when path() still names the mapped inode but its size or
-  // modification time changed. It was written in place: the mapped bytes may no longer be the
-  // validated ones, and reading past a truncation faults (SIGBUS). A file replaced (renamed over)
-  // or removed is fine, as the mapping keeps the old inode. OK for Parse.
+  // For a mapped file (Open): kDataLoss when a read past a truncation of the file was absorbed
+  // (codec/mapping_guard.h; without the guard such a read raises SIGBUS), or when path() still
+  // names the mapped inode but its size or modification time changed. Either way it was written
+  // in place and the mapped bytes may no longer be the validated ones. A file replaced (renamed
+  // over) or removed is fine, as the mapping keeps the old inode. OK for Parse.
   absl::Status CheckUnchanged() const;
 
  private:

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codec/mapping_guard.h"
 #include "daemon/config/config.h"
 #include "daemon/server/http_server.h"
 #include "daemon/server/log.h"
@@ -129,6 +130,8 @@ int main(int argc, char** argv) {
   // A client that hangs up mid-response is an error on that connection (TLS writes with write(2),
   // which raises SIGPIPE), never the end of the daemon.
   signal(SIGPIPE, SIG_IGN);
+  // A model file truncated under its mapping (CPU backend) fails that model, not the daemon.
+  df11::codec::InstallMappingGuard();
   // Files df11d writes into the hub cache stay writable by its group, which the node's other
   // huggingface_hub users may share (deploy/k8s).
   umask(002);

@@ -297,6 +297,13 @@ bool Scheduler::StartJob(Job& job) {
 
 void Scheduler::EndJob(Job& job, absl::Status status) {
   const registry::ResidentModel& m = *job.model_;
+  if (status.ok()) {
+    // A model file rewritten while the request ran: its tokens came from other bytes.
+    if (const absl::Status files = m.model->CheckFiles(); !files.ok()) {
+      status = absl::DataLossError(
+          absl::StrCat("the model's files changed while the request ran: ", files.message()));
+    }
+  }
   if (job.sequence_ != nullptr) {
     job.result_ = job.sequence_->TakeResult();
     job.sequence_.reset();  // frees the KV cache

@@ -41,6 +41,7 @@ using testing::DemoDir;
 using testing::DemoHubFiles;
 using testing::GreedyTokens;
 using ::testing::HasSubstr;
+using testing::HealthStatus;
 
 // Mounts a tmpfs of `bytes` at `dir` (created), in a private mount namespace of this thread (and
 // the processes it starts); "" when done, else why not.
@@ -301,6 +302,50 @@ TEST(ModelFilesTest, AFileModifiedInPlaceFailsItsModelBeforeAnyRequestReadsIt) {
   EXPECT_EQ(GreedyTokens(*c, "catalog").value_or(std::vector<int32_t>{}), *catalog);
   EXPECT_EQ(GreedyTokens(*c, "demo").value_or(std::vector<int32_t>{}), *demo);
   EXPECT_THAT(ReadFile(dir + "/df11d.log"), HasSubstr("can no longer be served"));
+  EXPECT_EQ(daemon.Terminate(), 0);
+  fs::remove_all(dir);
+}
+
+// A model file truncated while a request computes on its mapping: the reads past the new end get
+// zeros instead of killing the daemon (SIGBUS), the request ends with DATA_LOSS, the model is
+// FAILED at the next request, and demo serves on.
+TEST(ModelFilesTest, AFileTruncatedUnderARunningRequestFailsTheRequestNotTheDaemon) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string model =
+      testing::MakeTestModel(dir, "bf16", "qwen3", /*df11=*/false, 23, DemoDir());
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(
+      daemon
+          .Start(absl::StrCat("preload: [{source: ", DemoDir(), ", name: demo, pin: true},\n",
+                              "          {source: ", model, ", name: bf16}]\n"),
+                 dir)
+          .ok());
+  std::unique_ptr<client::Df11Client> c = *client::Df11Client::Connect(daemon.address());
+  const absl::StatusOr<std::vector<int32_t>> demo = GreedyTokens(*c, "demo");
+  ASSERT_TRUE(demo.ok()) << demo.status();
+
+  const std::string file = LargestSafetensors(model);
+  v1::GenerateRequest request;
+  request.set_model("bf16");
+  request.set_text("def main(");
+  request.set_max_tokens(2000);
+  request.set_ignore_eos(true);
+  bool truncated = false;
+  const absl::Status status = c->Generate(request,
+                                          [&](const v1::GenerateResponse&) {
+                                            if (!truncated)
+                                              fs::resize_file(file, fs::file_size(file) / 3);
+                                            truncated = true;
+                                            return true;
+                                          },
+                                          {.timeout = absl::Seconds(300)});
+  ASSERT_TRUE(truncated);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(status.message(), HasSubstr("the model's files changed while the request ran"));
+  EXPECT_THAT(status.message(), HasSubstr("was truncated while mapped"));
+  EXPECT_EQ(HealthStatus(daemon.address()), 1);
+  EXPECT_EQ(GreedyTokens(*c, "demo").value_or(std::vector<int32_t>{}), *demo);
+  EXPECT_THAT(GreedyTokens(*c, "bf16").status(), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(daemon.Terminate(), 0);
   fs::remove_all(dir);
 }
