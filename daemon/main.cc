@@ -23,6 +23,7 @@
 #include "daemon/server/model_host_service.h"
 #include "daemon/server/node.h"
 #include "daemon/server/node_collector.h"
+#include "daemon/server/shard_service.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -146,6 +147,7 @@ int main(int argc, char** argv) {
   if (!node.ok()) return Fail(absl::StrCat("configuration: ", node.status().message()));
 
   df11::server::ModelHostService service(**node);
+  df11::server::ShardService shards(**node);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -155,6 +157,7 @@ int main(int argc, char** argv) {
                                                      : grpc::InsecureServerCredentials(),
                            &grpc_port);
   builder.RegisterService(&service);
+  builder.RegisterService(&shards);
   builder.SetMaxReceiveMessageSize(static_cast<int>(config->max_request_bytes));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {

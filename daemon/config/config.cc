@@ -325,6 +325,16 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   }
   DF11_RETURN_IF_ERROR(limits.CheckNoUnknownKeys());
 
+  Section peers(top.Get("peers"), "peers");
+  DF11_RETURN_IF_ERROR(peers.CheckIsMap());
+  DF11_RETURN_IF_ERROR(ReadBytes(peers, "chunk_size", 4096, c.peer_chunk_bytes));
+  // Below gRPC's default 4 MiB receive limit, with room for the message around the bytes.
+  if (c.peer_chunk_bytes > (3 << 20)) {
+    return FieldError(peers.PathOf("chunk_size"), "must be at most 3MiB");
+  }
+  DF11_RETURN_IF_ERROR(ReadInt(peers, "max_readers", 1, 1024, c.peer_max_readers));
+  DF11_RETURN_IF_ERROR(peers.CheckNoUnknownKeys());
+
   Section shutdown(top.Get("shutdown"), "shutdown");
   DF11_RETURN_IF_ERROR(shutdown.CheckIsMap());
   DF11_RETURN_IF_ERROR(ReadDuration(shutdown, "drain", c.drain_seconds));
@@ -593,6 +603,10 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "load_wait" << YAML::Value << FormatDuration(c.load_wait_seconds);
   out << YAML::Key << "http_connections" << YAML::Value << c.http_connections;
   out << YAML::Key << "stream_stall" << YAML::Value << FormatDuration(c.stream_stall_seconds);
+  out << YAML::EndMap;
+  out << YAML::Key << "peers" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "chunk_size" << YAML::Value << c.peer_chunk_bytes;
+  out << YAML::Key << "max_readers" << YAML::Value << c.peer_max_readers;
   out << YAML::EndMap;
   out << YAML::Key << "shutdown" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "drain" << YAML::Value << FormatDuration(c.drain_seconds);

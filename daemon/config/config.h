@@ -98,6 +98,10 @@ struct Config {
   double stream_stall_seconds = 30;
   double drain_seconds = 30;  // SIGTERM: how long in-flight streams may finish
 
+  // Peers: the blobs of the hub cache served to the cluster's other nodes (ShardService).
+  int64_t peer_chunk_bytes = 1 << 20;  // bytes per ReadBlob message
+  int64_t peer_max_readers = 4;        // ReadBlob streams served at once
+
   // Who may call: the tokens file (config/tokens.h), re-read when it changes; empty: everyone,
   // which is refused on a non-loopback listen address unless `insecure` says so.
   std::string auth_tokens_file;

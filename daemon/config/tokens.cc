@@ -149,8 +149,10 @@ absl::StatusOr<TokensFile> ParseTokensNode(const YAML::Node& root) {
       } else if (key == "role") {
         if (value == "admin") {
           entry.role = Role::kAdmin;
+        } else if (value == "peer") {
+          entry.role = Role::kPeer;
         } else if (value != "user") {
-          return EntryError(i, key, absl::StrCat("\"", value, "\" is not admin or user"));
+          return EntryError(i, key, absl::StrCat("\"", value, "\" is not admin, user or peer"));
         }
       } else {
         return EntryError(i, key, "unknown field (known: name, sha256, subject, tenant, role)");
@@ -183,7 +185,17 @@ constexpr char kQuotaPayload[] = "type.df11.dev/quota";
 
 }  // namespace
 
-absl::string_view RoleName(Role role) { return role == Role::kAdmin ? "admin" : "user"; }
+absl::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kAdmin:
+      return "admin";
+    case Role::kPeer:
+      return "peer";
+    case Role::kUser:
+      break;
+  }
+  return "user";
+}
 
 absl::StatusOr<TokensFile> ParseTokens(absl::string_view yaml) {
   try {

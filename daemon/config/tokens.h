@@ -5,13 +5,16 @@
 //     - {name: ci-pipeline, sha256: 9f86d0...0f00a08, tenant: team-a, role: user}
 //     - {name: ops, sha256: 60303a...62c1f2b, tenant: ops, role: admin}
 //     - {name: batch, subject: "CN=batch,O=Example", tenant: team-b, role: user}   # mutual TLS
+//     - {name: nodes, sha256: 5994471...0b0fd2e, tenant: cluster, role: peer}
 //   tenants:            # optional; a tenant not listed has no quotas
 //     team-a: {max_resident_bytes: 24GiB, max_models: 4, max_running_requests: 32,
 //              requests_per_minute: 600}
 //
+// Roles: `user` and `admin` call ModelHost and the HTTP API (an admin sees every tenant); `peer`,
+// another node of the cluster, may only read blobs (ShardService), which an admin may too.
 // Unknown fields, a hash that is not 64 hex digits, a repeated name or hash, a role other than
-// admin or user, a user of the tenant `shared` and a quota that is not a positive number are
-// errors naming the entry.
+// admin, user or peer, a user or peer of the tenant `shared` and a quota that is not a positive
+// number are errors naming the entry.
 #ifndef DF11_DAEMON_CONFIG_TOKENS_H_
 #define DF11_DAEMON_CONFIG_TOKENS_H_
 
@@ -28,7 +31,7 @@
 
 namespace df11::config {
 
-enum class Role { kUser, kAdmin };
+enum class Role { kUser, kAdmin, kPeer };
 
 // A token (by its hash) or, with mutual TLS, a client certificate (by its subject): one of the two.
 struct TokenEntry {
@@ -40,7 +43,7 @@ struct TokenEntry {
   Role role = Role::kUser;
 };
 
-absl::string_view RoleName(Role role);  // "user", "admin"
+absl::string_view RoleName(Role role);  // "user", "admin", "peer"
 
 // The owner of the models that belong to no one tenant: the catalog's, preloads, and admin loads
 // marked shared. Every tenant sees and uses them.

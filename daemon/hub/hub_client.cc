@@ -1,6 +1,5 @@
 #include "daemon/hub/hub_client.h"
 
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +26,7 @@
 #include "codec/base/status_macros.h"
 #include "daemon/hub/blob_writer.h"
 #include "daemon/hub/cache.h"
+#include "daemon/hub/content_hash.h"
 
 #ifndef DF11_VERSION
 #define DF11_VERSION "0"
@@ -70,35 +70,6 @@ std::string EncodePath(const std::string& path) {
     parts.push_back(PercentEncode(std::string(p)));
   return absl::StrJoin(parts, "/");
 }
-
-// sha256 of the content (LFS etag), or git's blob sha1: sha1("blob <size>\0" + content).
-class ContentHash {
- public:
-  ContentHash(const std::string& etag, uint64_t size) : ctx_(EVP_MD_CTX_new()) {
-    git_ = etag.size() == 40;
-    EVP_DigestInit_ex(ctx_, git_ ? EVP_sha1() : EVP_sha256(), nullptr);
-    if (git_) {
-      const std::string header = absl::StrCat("blob ", size, std::string(1, '\0'));
-      Update(header.data(), header.size());
-    }
-  }
-  ~ContentHash() { EVP_MD_CTX_free(ctx_); }
-  ContentHash(const ContentHash&) = delete;
-  ContentHash& operator=(const ContentHash&) = delete;
-  void Update(const void* data, size_t size) { EVP_DigestUpdate(ctx_, data, size); }
-  std::string HexDigest() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(ctx_, digest, &length);
-    std::string hex;
-    for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
-    return hex;
-  }
-
- private:
-  EVP_MD_CTX* ctx_;
-  bool git_ = false;
-};
 
 // An answer that ParseX refused, with what was asked and the request id.
 absl::Status FromAnswer(const absl::Status& status, const std::string& what,

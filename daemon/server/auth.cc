@@ -141,4 +141,11 @@ Caller Authenticator::CallerLocked(const config::TokenEntry& entry) const {
   return caller;
 }
 
+absl::Status RefusePeer(const Caller& caller) {
+  if (!caller.peer()) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("token ", caller.token_name,
+                   " has the role peer: it may only read blobs (df11.v1.ShardService)"));
+}
+
 }  // namespace df11::server

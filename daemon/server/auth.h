@@ -31,12 +31,17 @@ struct Caller {
   config::TenantQuota quota;
 
   bool admin() const { return role == config::Role::kAdmin; }
+  // Another node of the cluster: it may only read blobs (ShardService).
+  bool peer() const { return role == config::Role::kPeer; }
   // Whether this caller may see and use a model of `owner`: its own tenant's and the shared
   // ones, or any when an admin.
   bool Sees(const std::string& owner) const {
     return admin() || owner == tenant || owner == config::kSharedTenant;
   }
 };
+
+// PERMISSION_DENIED for a peer, which may call nothing but ShardService; OK for the others.
+absl::Status RefusePeer(const Caller& caller);
 
 class Authenticator {
  public:

@@ -75,6 +75,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
         if (!guarded) return httplib::Server::HandlerResponse::Unhandled;
         absl::StatusOr<Caller> caller = CallerOf(node, req);
         if (caller.ok()) return httplib::Server::HandlerResponse::Unhandled;
+        if (absl::IsPermissionDenied(caller.status())) {  // a known token that may not (a peer)
+          res.status = 403;
+          res.set_content(openai::ErrorBody(caller.status()), "application/json");
+          return httplib::Server::HandlerResponse::Handled;
+        }
         audit::Record({.event = "authentication_failure",
                        .peer = absl::StrCat(req.remote_addr, ":", req.remote_port),
                        .outcome = caller.status()});

@@ -9,6 +9,7 @@
 #include "daemon/hub/cache.h"
 #include "daemon/runtime/estimate.h"
 #include "daemon/server/generate_request.h"
+#include "daemon/server/grpc_caller.h"
 #include "daemon/server/log.h"
 #include "daemon/server/model_roots.h"
 #include "daemon/server/proto_conversion.h"
@@ -34,22 +35,9 @@ absl::Status ValidSeconds(const char* field, double seconds) {
 }  // namespace
 
 grpc::Status ModelHostService::Authorize(const grpc::ServerContext& context, Caller* caller) const {
-  std::optional<absl::string_view> header;
-  const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find("authorization"); it != metadata.end()) {
-    header = absl::string_view(it->second.data(), it->second.size());
-  }
-  std::string subject;
-  if (const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context(); auth) {
-    const std::vector<grpc::string_ref> values = auth->FindPropertyValues("x509_subject");
-    if (!values.empty()) subject.assign(values[0].data(), values[0].size());
-  }
-  absl::StatusOr<Caller> found = node_.Authenticate(header, subject);
-  if (!found.ok()) {
-    audit::Record(
-        {.event = "authentication_failure", .peer = context.peer(), .outcome = found.status()});
-    return ToGrpcStatus(found.status());
-  }
+  absl::StatusOr<Caller> found = GrpcCaller(node_, context);
+  if (!found.ok()) return ToGrpcStatus(found.status());
+  if (absl::Status s = RefusePeer(*found); !s.ok()) return ToGrpcStatus(s);
   if (caller != nullptr) *caller = *std::move(found);
   return grpc::Status::OK;
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "codec/base/status_macros.h"
 #include "daemon/server/generate_request.h"
 #include "daemon/server/log.h"
 #include "daemon/server/openai_api.h"
@@ -145,8 +146,10 @@ void HandleCompletion(Node& node, bool chat, const httplib::Request& req, httpli
 absl::StatusOr<Caller> CallerOf(const Node& node, const httplib::Request& req) {
   std::optional<std::string> header;
   if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
-  return node.Authenticate(header ? std::optional<absl::string_view>(*header) : std::nullopt,
-                           PeerSubject(req.ssl));
+  absl::StatusOr<Caller> caller = node.Authenticate(
+      header ? std::optional<absl::string_view>(*header) : std::nullopt, PeerSubject(req.ssl));
+  if (caller.ok()) DF11_RETURN_IF_ERROR(RefusePeer(*caller));
+  return caller;
 }
 
 void AddOpenAiRoutes(httplib::Server& server, Node& node) {

@@ -39,6 +39,11 @@ TEST(TokensTest, EntriesReadAsWritten) {
   EXPECT_EQ(by_subject->tokens[0].subject, "CN=batch,O=Example");
   EXPECT_FALSE(by_subject->tokens[0].has_sha256);
   EXPECT_EQ(RoleName(Role::kAdmin), "admin");
+  EXPECT_EQ(RoleName(Role::kPeer), "peer");
+  absl::StatusOr<TokensFile> peer = ParseTokens(File(
+      "  - {name: node-b, sha256: " + std::string(64, 'a') + ", tenant: cluster, role: peer}\n"));
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  EXPECT_EQ(peer->tokens[0].role, Role::kPeer);
   // No entries: nobody may call.
   EXPECT_TRUE(ParseTokens("tokens: []\n")->tokens.empty());
   EXPECT_TRUE(ParseTokens("tokens:\n")->tokens.empty());
@@ -110,7 +115,7 @@ TEST(TokensTest, MalformedEntriesAreRefusedNamingTheField) {
       {File("  - {name: a, sha256: " + std::string(63, 'a') + "g, tenant: a}\n"), "must be 64 hex"},
       {File("  - {name: a, sha256: " + ok_hash + ", tenant: Team A}\n"), "tokens[0].tenant"},
       {File("  - {name: a, sha256: " + ok_hash + ", tenant: a, role: root}\n"),
-       "\"root\" is not admin or user"},
+       "\"root\" is not admin, user or peer"},
       {File("  - {name: a, sha256: " + ok_hash + ", tenant: a, token: secret}\n"),
        "tokens[0].token: unknown field"},
       {File("  - {name: a, sha256: " + ok_hash + ", tenant: a, role: [user]}\n"),

@@ -20,7 +20,7 @@ namespace df11::tool {
 namespace {
 
 constexpr char kHelp[] = R"(Usage: df11 token new
-       df11 token hash --name NAME --tenant TENANT [--role user|admin] < TOKEN_FILE
+       df11 token hash --name NAME --tenant TENANT [--role user|admin|peer] < TOKEN_FILE
 
 API tokens for a df11d whose configuration names auth.tokens_file.
   new    prints a new random token (256 bits, hex, prefixed df11_) on stdout
