@@ -12,35 +12,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/hub/file_io.h"
 
 namespace df11::hub {
-namespace {
-
-bool PwriteAll(int fd, const char* data, size_t size, uint64_t offset) {
-  while (size > 0) {
-    const ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return true;
-}
-
-bool PreadAll(int fd, char* data, size_t size, uint64_t offset) {
-  while (size > 0) {
-    const ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return true;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<BlobWriter>> BlobWriter::Open(const std::string& path,
                                                              bool bypass_page_cache) {

@@ -15,6 +15,7 @@
 #include "daemon/hub/cache.h"
 #include "daemon/hub/cache_writer.h"
 #include "daemon/hub/content_hash.h"
+#include "daemon/hub/file_io.h"
 #include "daemon/server/grpc_caller.h"
 #include "daemon/server/log.h"
 #include "daemon/server/status_conversion.h"
@@ -41,19 +42,6 @@ absl::Status CheckEtag(const std::string& etag) {
   if (hub::IsEtag(etag)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("etag: \"", etag.substr(0, 80), "\" is not 40 or 64 lower-case hex digits"));
-}
-
-// Reads exactly `size` bytes at `offset`; false on an error or an early end.
-bool PreadAll(int fd, char* data, size_t size, uint64_t offset) {
-  while (size > 0) {
-    const ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return true;
 }
 
 }  // namespace
@@ -155,7 +143,7 @@ grpc::Status ShardService::ReadBlob(grpc::ServerContext* context,
   };
   for (uint64_t pos = 0; pos < request->offset();) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, request->offset() - pos));
-    if (!PreadAll(fd, buffer.data(), n, pos)) return corrupt("is shorter than it was");
+    if (!hub::PreadAll(fd, buffer.data(), n, pos)) return corrupt("is shorter than it was");
     hash.Update(buffer.data(), n);
     pos += n;
   }
@@ -165,7 +153,7 @@ grpc::Status ShardService::ReadBlob(grpc::ServerContext* context,
     const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, size - pos));
     std::string& data = *chunk.mutable_data();
     data.resize(n);
-    if (!PreadAll(fd, data.data(), n, pos)) return corrupt("is shorter than it was");
+    if (!hub::PreadAll(fd, data.data(), n, pos)) return corrupt("is shorter than it was");
     hash.Update(data.data(), n);
     chunk.set_offset(pos);
     if (!stall_watchdog_.Write(context, writer, chunk)) return grpc::Status::CANCELLED;

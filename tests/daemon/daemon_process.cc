@@ -24,13 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 grpc::ByteBuffer ToBuffer(const std::string& bytes) {
   grpc::Slice slice(bytes);
   return grpc::ByteBuffer(&slice, 1);
@@ -53,6 +46,13 @@ bool Await(grpc::CompletionQueue& cq) {
 }
 
 }  // namespace
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 std::string Df11dBinary() {
   const char* env = std::getenv("DF11D_BINARY");

@@ -83,6 +83,9 @@ std::string MakeTestModel(const std::string& root, const std::string& name, cons
 // A fresh directory under the system temporary directory.
 std::string MakeTempDir();
 
+// The bytes of a file ("" when it cannot be read).
+std::string ReadFile(const std::string& path);
+
 // GET http://127.0.0.1:`port``path`; the body, or "" on error.
 std::string HttpGet(int port, const std::string& path);
 

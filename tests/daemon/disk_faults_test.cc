@@ -42,6 +42,7 @@ using testing::DemoHubFiles;
 using testing::GreedyTokens;
 using ::testing::HasSubstr;
 using testing::HealthStatus;
+using testing::ReadFile;
 
 // Mounts a tmpfs of `bytes` at `dir` (created), in a private mount namespace of this thread (and
 // the processes it starts); "" when done, else why not.
@@ -60,13 +61,6 @@ std::string MountTmpfs(const std::string& dir, uint64_t bytes) {
     return absl::StrCat("mount tmpfs: ", std::strerror(errno));
   }
   return "";
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The cache's blobs: name -> content, complete ones and `.incomplete` ones apart.
@@ -137,19 +131,6 @@ class DiskFaultsTest : public ::testing::Test {
     return client_->LoadModel(load, nullptr, {.timeout = absl::Seconds(300)}).status();
   }
 
-  // Greedy requests of demo, one after another, until stopped.
-  void RunTraffic() {
-    std::unique_ptr<client::Df11Client> c = *client::Df11Client::Connect(daemon_.address());
-    while (!stop_) {
-      absl::StatusOr<std::vector<int32_t>> tokens = GreedyTokens(*c, "demo");
-      if (tokens.ok() && *tokens == expected_) {
-        ++ok_;
-      } else {
-        failures_.push_back(tokens.ok() ? "other tokens" : tokens.status().ToString());
-      }
-    }
-  }
-
   const std::string dir_ = testing::MakeTempDir();
   std::string cache_;
   bool mounted_ = false;
@@ -157,9 +138,6 @@ class DiskFaultsTest : public ::testing::Test {
   testing::DaemonProcess daemon_;
   std::unique_ptr<client::Df11Client> client_;
   std::vector<int32_t> expected_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> ok_{0};
-  std::vector<std::string> failures_;
 };
 
 TEST_F(DiskFaultsTest, ADownloadThatCannotFitIsRefusedBeforeAByteIsWritten) {
@@ -187,7 +165,7 @@ TEST_F(DiskFaultsTest, ADiskThatFillsMidDownloadKeepsThePartsAndTheNextLoadResum
   std::map<std::string, std::string> originals;  // every file of the model, by name
   for (const testing::FakeFile& f : DemoHubFiles()) originals[f.path] = ReadFile(f.disk_path);
 
-  std::thread traffic([this] { RunTraffic(); });
+  testing::GreedyTraffic traffic(daemon_.address(), "demo", expected_);
   hub_.SetThrottle(1 << 20);  // about 7 s for the model
   absl::Status loaded;
   std::thread load([&] { loaded = Load("test-org/filled"); });
@@ -235,10 +213,9 @@ TEST_F(DiskFaultsTest, ADiskThatFillsMidDownloadKeepsThePartsAndTheNextLoadResum
   EXPECT_GE(resumed, 1);
   EXPECT_EQ(GreedyTokens(*client_, "test-org/filled").value_or(std::vector<int32_t>{}), expected_);
   EXPECT_THAT(ReadBlobs(cache_).partial, ::testing::IsEmpty());
-  stop_ = true;
-  traffic.join();
-  EXPECT_GT(ok_, 0);
-  EXPECT_THAT(failures_, ::testing::IsEmpty());
+  traffic.Stop();
+  EXPECT_GT(traffic.ok(), 0);
+  EXPECT_THAT(traffic.failures(), ::testing::IsEmpty());
 }
 
 // The files of a model the CPU backend maps, modified in place after the load (a `cp` over them,

@@ -59,34 +59,9 @@ class HubFaultsTest : public ::testing::Test {
     delete dir_;
   }
 
-  // Generates with demo, one request after another, until stopped; counts what came back.
-  class Traffic {
-   public:
-    Traffic() : thread_([this] { Run(); }) {}
-    ~Traffic() { Stop(); }
-    void Stop() {
-      stop_ = true;
-      if (thread_.joinable()) thread_.join();
-    }
-    int ok() const { return ok_; }
-    const std::vector<std::string>& failures() const { return failures_; }
-
-   private:
-    void Run() {
-      std::unique_ptr<client::Df11Client> c = *client::Df11Client::Connect(daemon_->address());
-      while (!stop_) {
-        absl::StatusOr<std::vector<int32_t>> tokens = GreedyTokens(*c, "demo");
-        if (tokens.ok() && *tokens == *expected_) {
-          ++ok_;
-        } else {
-          failures_.push_back(tokens.ok() ? "other tokens" : tokens.status().ToString());
-        }
-      }
-    }
-    std::atomic<bool> stop_{false};
-    std::atomic<int> ok_{0};
-    std::vector<std::string> failures_;
-    std::thread thread_;
+  // Greedy requests of demo until stopped.
+  struct Traffic : testing::GreedyTraffic {
+    Traffic() : GreedyTraffic(daemon_->address(), "demo", *HubFaultsTest::expected_) {}
   };
 
   // Loads `repo` from the hub while `traffic` runs on demo; the load's status.

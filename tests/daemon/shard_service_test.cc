@@ -29,6 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::DemoHubFiles;
 using ::testing::HasSubstr;
+using testing::ReadFile;
 
 constexpr char kRepo[] = "test-org/shared";
 constexpr char kPeerToken[] = "peer-token-0123456789";
@@ -39,13 +40,6 @@ client::ConnectOptions WithTokenOptions(const std::string& token) {
   client::ConnectOptions options;
   options.token = token;
   return options;
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // What a ReadBlob call streamed, and how it ended.
