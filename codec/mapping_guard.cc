@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 
 namespace df11::codec {
 namespace {
@@ -27,7 +28,10 @@ struct sigaction g_previous;
 
 void OnSigbus(int signal, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
-  for (Slot& slot : g_slots) {
+  // Only a read past a file's end (BUS_ADRERR, from the kernel) is absorbed; a SIGBUS sent by a
+  // process (si_code <= 0) carries no address.
+  const bool past_end = info->si_code == BUS_ADRERR;
+  for (Slot& slot : past_end ? std::span<Slot>(g_slots) : std::span<Slot>()) {
     const uintptr_t begin = slot.begin.load(std::memory_order_acquire);
     if (begin == 0 || address < begin || address >= slot.end.load(std::memory_order_relaxed)) {
       continue;
@@ -47,8 +51,9 @@ void OnSigbus(int signal, siginfo_t* info, void* context) {
   } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
     g_previous.sa_handler(signal);
   } else {
-    // Returning re-runs the faulting access, which now gets the default action.
+    // The default action: a fault is re-run on return and gets it; a sent signal is raised again.
     ::signal(SIGBUS, SIG_DFL);
+    if (info->si_code <= 0) ::raise(SIGBUS);
   }
 }
 

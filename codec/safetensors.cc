@@ -454,14 +454,17 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::Open(const std::string& path) {
   return file;
 }
 
+absl::Status SafetensorsFile::CheckReads() const {
+  if (mapping_ == nullptr || !MappingFaulted(mapping_->guard)) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      path_,
+      " was truncated while mapped: reads past its end got zeros, not the file's bytes; "
+      "replace model files by renaming new ones over them, never in place"));
+}
+
 absl::Status SafetensorsFile::CheckUnchanged() const {
   if (mapping_ == nullptr) return absl::OkStatus();
-  if (MappingFaulted(mapping_->guard)) {
-    return absl::DataLossError(absl::StrCat(
-        path_,
-        " was truncated while mapped: reads past its end got zeros, not the file's bytes; "
-        "replace model files by renaming new ones over them, never in place"));
-  }
+  DF11_RETURN_IF_ERROR(CheckReads());
   struct stat st;
   if (::stat(path_.c_str(), &st) != 0 || st.st_dev != device_ || st.st_ino != inode_) {
     return absl::OkStatus();  // removed or replaced: the mapping still holds what was validated

@@ -100,6 +100,9 @@ class SafetensorsFile {
   // in place and the mapped bytes may no longer be the validated ones. A file replaced (renamed
   // over) or removed is fine, as the mapping keeps the old inode. OK for Parse.
   absl::Status CheckUnchanged() const;
+  // Only the first of those checks (no system call): kDataLoss when a read past a truncation was
+  // absorbed.
+  absl::Status CheckReads() const;
 
  private:
   SafetensorsFile() = default;

@@ -20,8 +20,10 @@ absl::StatusOr<std::unique_ptr<BlobWriter>> BlobWriter::Open(const std::string& 
                                                              bool bypass_page_cache) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("hub cache: cannot open ", path, ": ", std::strerror(errno)));
+    const std::string message =
+        absl::StrCat("hub cache: cannot open ", path, ": ", std::strerror(errno));
+    if (errno == ENOSPC || errno == EDQUOT) return absl::ResourceExhaustedError(message);
+    return absl::InternalError(message);
   }
   int direct_fd = -1;
   char* staging = nullptr;

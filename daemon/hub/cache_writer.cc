@@ -22,8 +22,12 @@ namespace {
 namespace fs = std::filesystem;
 
 absl::Status FsError(const std::string& what, const fs::path& path, const std::error_code& ec) {
-  return absl::InternalError(
-      absl::StrCat("hub cache: cannot ", what, " ", path.string(), ": ", ec.message()));
+  const std::string message =
+      absl::StrCat("hub cache: cannot ", what, " ", path.string(), ": ", ec.message());
+  if (ec == std::errc::no_space_on_device || ec.value() == EDQUOT) {
+    return absl::ResourceExhaustedError(message);
+  }
+  return absl::InternalError(message);
 }
 
 std::string RandomHex8() {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +24,19 @@ namespace df11::hub {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Bytes free to this process on the file system that holds `path`, or of its nearest existing
+// parent (a cache directory not made yet); nullopt when none can be asked.
+std::optional<uint64_t> FreeBytes(const std::string& path) {
+  for (fs::path p = path; !p.empty(); p = p.parent_path()) {
+    struct statvfs stats;
+    if (::statvfs(p.c_str(), &stats) == 0) {
+      return static_cast<uint64_t>(stats.f_bavail) * stats.f_frsize;
+    }
+    if (p == p.parent_path()) break;
+  }
+  return std::nullopt;
+}
 
 bool IsCachedFile(const std::string& path) {
   std::error_code ec;
@@ -127,6 +142,7 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
   // Bytes the cache's file system must take: files not cached, less what an earlier download of
   // an LFS file left (resumed) or a complete blob another revision shares.
   uint64_t bytes_to_write = 0;
+  std::set<std::string> counted_blobs;  // an LFS blob that several paths share is written once
   for (const RepoFile& f : *listing) {
     if (!MatchesAny(f.path, include)) continue;
     s.files.push_back({.path = f.path,
@@ -134,6 +150,7 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
                        .cached = IsCachedFile(cache.SnapshotPath(s.commit, f.path))});
     if (s.files.back().cached) continue;
     uint64_t held = 0;
+    if (IsEtag(f.lfs_sha256) && !counted_blobs.insert(f.lfs_sha256).second) continue;
     if (IsEtag(f.lfs_sha256)) {
       if (IsCachedFile(cache.BlobPath(f.lfs_sha256))) {
         held = f.size;
@@ -155,19 +172,17 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
                      " bytes to download is more than the limit of ", settings_.max_download_bytes,
                      " (hub.max_download_size)"));
   }
+  // Refused before a byte is written (the ref included), rather than failing when the disk fills
+  // mid-download.
+  if (const std::optional<uint64_t> free_bytes = FreeBytes(settings_.cache_dir);
+      free_bytes && bytes_to_write > *free_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(source.repo_id, "@", source.revision, ": ", bytes_to_write,
+                     " bytes to download, but the file system of the hub cache ",
+                     settings_.cache_dir, " has ", *free_bytes, " bytes free"));
+  }
   DF11_RETURN_IF_ERROR(cache.WriteRef(source.revision, s.commit));
   DF11_RETURN_IF_ERROR(cache.EnsureCacheDirTag());
-  // Refused before a byte is written, rather than failing when the disk fills mid-download.
-  if (struct statvfs fs_stats;
-      bytes_to_write > 0 && ::statvfs(settings_.cache_dir.c_str(), &fs_stats) == 0) {
-    const uint64_t free_bytes = static_cast<uint64_t>(fs_stats.f_bavail) * fs_stats.f_frsize;
-    if (bytes_to_write > free_bytes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(source.repo_id, "@", source.revision, ": ", bytes_to_write,
-                       " bytes to download, but the file system of the hub cache ",
-                       settings_.cache_dir, " has ", free_bytes, " bytes free"));
-    }
-  }
   return s;
 }
 

@@ -355,6 +355,9 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
     models_.insert(placed.get());
   }
   DF11_RETURN_IF_ERROR(Upload(*host, placed->plan(), allocation, progress));
+  // A file truncated or rewritten while it was copied gave the device other bytes than the
+  // validated ones (the mapping guard turns reads past a truncation into zeros).
+  DF11_RETURN_IF_ERROR(host->CheckFiles());
   return std::unique_ptr<PlacedModel>(std::move(placed));
 }
 

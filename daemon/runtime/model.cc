@@ -382,4 +382,12 @@ absl::Status Model::CheckFiles() const {
   return absl::OkStatus();
 }
 
+absl::Status Model::CheckReads() const {
+  const codec::Checkpoint& checkpoint = df11_ != nullptr ? df11_->checkpoint() : *checkpoint_;
+  for (const codec::SafetensorsFile& file : checkpoint.files()) {
+    DF11_RETURN_IF_ERROR(file.CheckReads());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace df11::runtime

@@ -114,6 +114,7 @@ class Model final : public PlacedModel {
   uint64_t plain_bytes() const override { return plain_bytes_; }
   // The checkpoint is mapped: each of its files must be as it was loaded.
   absl::Status CheckFiles() const override;
+  absl::Status CheckReads() const override;
 
   // For backends that copy the model into their own memory: the DF11 units (none for a BF16
   // checkpoint), in a fixed order; every plain tensor by name (the whole checkpoint for BF16,

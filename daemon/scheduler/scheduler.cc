@@ -298,8 +298,9 @@ bool Scheduler::StartJob(Job& job) {
 void Scheduler::EndJob(Job& job, absl::Status status) {
   const registry::ResidentModel& m = *job.model_;
   if (status.ok()) {
-    // A model file rewritten while the request ran: its tokens came from other bytes.
-    if (const absl::Status files = m.model->CheckFiles(); !files.ok()) {
+    // A model file truncated while the request ran: its tokens came from zeros. (A rewrite of the
+    // same size is found by the next request's CheckFiles; no system call on this thread.)
+    if (const absl::Status files = m.model->CheckReads(); !files.ok()) {
       status = absl::DataLossError(
           absl::StrCat("the model's files changed while the request ran: ", files.message()));
     }

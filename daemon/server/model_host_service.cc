@@ -122,7 +122,7 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
   done.set_bytes_done(bytes);
   done.set_bytes_total(bytes);
   *done.mutable_model() = ToProto(*info);
-  stall_watchdog_.Write(context, writer, done);
+  if (!stall_watchdog_.Write(context, writer, done)) return grpc::Status::CANCELLED;
   return grpc::Status::OK;
 }
 
@@ -295,8 +295,7 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
       t->set_time_to_first_token_seconds(update.timings.first_token);
       t->set_seconds_per_token(update.timings.per_token);
       t->set_total_seconds(update.timings.total);
-      write(response);
-      return grpc::Status::OK;
+      return write(response) ? grpc::Status::OK : grpc::Status::CANCELLED;
     }
     if (!write(response)) return grpc::Status::CANCELLED;
   }
@@ -323,7 +322,9 @@ grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
   while (!context->IsCancelled() && !node_.shutting_down()) {
     // Each status is for the caller as the tokens file says now: a revoked token ends the watch.
     if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
-    if (!stall_watchdog_.Write(context, writer, ToProto(node_.Status(caller)))) break;
+    if (!stall_watchdog_.Write(context, writer, ToProto(node_.Status(caller)))) {
+      return grpc::Status::CANCELLED;
+    }
     for (absl::Time until = absl::Now() + every; absl::Now() < until;) {
       if (context->IsCancelled() ||
           node_.WaitForShutdown(std::min(kWatchPoll, until - absl::Now()))) {

@@ -61,7 +61,17 @@ grpc::Status ShardService::Authorize(const grpc::ServerContext& context) const {
 absl::StatusOr<ShardService::FileIdentity> ShardService::ServableBlob(
     const std::string& path) const {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::lstat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError("this node does not hold it complete");
+  }
+  return ServableBlob(path, st);
+}
+
+absl::StatusOr<ShardService::FileIdentity> ShardService::ServableBlob(const std::string& path,
+                                                                      const struct stat& st) const {
+  // Blobs are files of their own: never a link (a symlink, or a hard link to a file that is not
+  // the cache's), whose target the daemon might read but no peer should.
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1) {
     return absl::NotFoundError("this node does not hold it complete");
   }
   const FileIdentity id{
@@ -123,10 +133,17 @@ grpc::Status ShardService::ReadBlob(grpc::ServerContext* context,
   }
   const std::unique_ptr<std::atomic<int64_t>, void (*)(std::atomic<int64_t>*)> reader(
       &readers_, [](std::atomic<int64_t>* r) { --*r; });
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return ToGrpcStatus(absl::NotFoundError(absl::StrCat(what, ": cannot open it")));
   const std::unique_ptr<const int, void (*)(const int*)> closer(&fd,
                                                                 [](const int* f) { ::close(*f); });
+  // What is read is the file opened, whatever the path names by now.
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ToGrpcStatus(absl::NotFoundError(what));
+  blob = ServableBlob(path, st);
+  if (!blob.ok() || static_cast<uint64_t>(blob->size) != size) {
+    return ToGrpcStatus(absl::NotFoundError(absl::StrCat(what, ": it changed while opened")));
+  }
 
   // Every byte is hashed, those before `offset` too, so that a corrupt blob is found whichever
   // part a peer asks for.
@@ -142,6 +159,7 @@ grpc::Status ShardService::ReadBlob(grpc::ServerContext* context,
     return ToGrpcStatus(absl::DataLossError(absl::StrCat(what, " ", why, " on this node")));
   };
   for (uint64_t pos = 0; pos < request->offset();) {
+    if (context->IsCancelled()) return grpc::Status::CANCELLED;
     const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, request->offset() - pos));
     if (!hub::PreadAll(fd, buffer.data(), n, pos)) return corrupt("is shorter than it was");
     hash.Update(buffer.data(), n);
@@ -149,6 +167,10 @@ grpc::Status ShardService::ReadBlob(grpc::ServerContext* context,
   }
   df11::v1::BlobChunk chunk;
   chunk.set_blob_size(size);
+  if (request->offset() == size) {  // nothing left: one empty chunk still tells the size
+    chunk.set_offset(size);
+    if (!stall_watchdog_.Write(context, writer, chunk)) return grpc::Status::CANCELLED;
+  }
   for (uint64_t pos = request->offset(); pos < size;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, size - pos));
     std::string& data = *chunk.mutable_data();

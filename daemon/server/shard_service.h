@@ -9,6 +9,7 @@
 #ifndef DF11_DAEMON_SERVER_SHARD_SERVICE_H_
 #define DF11_DAEMON_SERVER_SHARD_SERVICE_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -50,6 +51,8 @@ class ShardService final : public df11::v1::ShardService::Service {
   // The identity of the complete blob at `path`, or NOT_FOUND (absent, partial, or known corrupt
   // in that identity).
   absl::StatusOr<FileIdentity> ServableBlob(const std::string& path) const;
+  // The same for the file `st` describes (lstat of the path, or fstat of it opened).
+  absl::StatusOr<FileIdentity> ServableBlob(const std::string& path, const struct stat& st) const;
 
   Node& node_;
   StallWatchdog stall_watchdog_;

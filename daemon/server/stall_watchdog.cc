@@ -17,7 +17,7 @@ StallWatchdog::~StallWatchdog() {
 uint64_t StallWatchdog::Watch(grpc::ServerContext* context) {
   absl::MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
-  writes_.emplace(id, Entry{.context = context, .since = absl::Now()});
+  writes_.emplace(id, Entry{.context = context, .since = std::chrono::steady_clock::now()});
   return id;
 }
 
@@ -34,9 +34,9 @@ void StallWatchdog::Run() {
   const absl::Duration poll = std::clamp(stall_ / 10, absl::Milliseconds(10), absl::Seconds(1));
   absl::MutexLock lock(&mu_);
   while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), poll)) {
-    const absl::Time now = absl::Now();
+    const auto now = std::chrono::steady_clock::now();
     for (auto& [id, e] : writes_) {
-      if (e.fired || now - e.since < stall_) continue;
+      if (e.fired || absl::FromChrono(now - e.since) < stall_) continue;
       // The entry, and so the context, lives until Unwatch, which waits for this lock.
       e.context->TryCancel();
       e.fired = true;

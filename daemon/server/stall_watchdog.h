@@ -10,6 +10,7 @@
 #ifndef DF11_DAEMON_SERVER_STALL_WATCHDOG_H_
 #define DF11_DAEMON_SERVER_STALL_WATCHDOG_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <thread>
@@ -45,7 +46,7 @@ class StallWatchdog {
  private:
   struct Entry {
     grpc::ServerContext* context;
-    absl::Time since;
+    std::chrono::steady_clock::time_point since;  // not the wall clock, which may jump
     bool fired = false;
   };
   uint64_t Watch(grpc::ServerContext* context);

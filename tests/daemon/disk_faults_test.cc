@@ -155,6 +155,7 @@ TEST_F(DiskFaultsTest, ADownloadThatCannotFitIsRefusedBeforeAByteIsWritten) {
     EXPECT_FALSE(r.server == "cdn" && r.method == "GET") << r.path;
   }
   EXPECT_THAT(ReadBlobs(cache_).partial, ::testing::IsEmpty());
+  EXPECT_FALSE(fs::exists(cache_ + "/models--test-org--too-big/refs/main"));
   EXPECT_EQ(GreedyTokens(*client_, "demo").value_or(std::vector<int32_t>{}), expected_);
 }
 

@@ -163,6 +163,9 @@ TEST_F(ShardServiceTest, TheSnapshotIsListedAndEveryBlobReadsAsItsFile) {
     const Read rest = ReadBlob(etag, original.size() / 3);
     ASSERT_TRUE(rest.status.ok()) << rest.status.error_message();
     EXPECT_TRUE(rest.bytes == original.substr(original.size() / 3)) << f.path;
+    const Read none = ReadBlob(etag, original.size());  // all there already: OK, nothing sent
+    EXPECT_TRUE(none.status.ok()) << none.status.error_message();
+    EXPECT_TRUE(none.bytes.empty());
   }
 }
 
@@ -189,6 +192,21 @@ TEST_F(ShardServiceTest, StatBlobsTellsWhatIsHeldComplete) {
   EXPECT_EQ(ReadBlob(partial, 0).status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(ReadBlob(unknown, 0).status.error_code(), grpc::StatusCode::NOT_FOUND);
   fs::remove(BlobPath(partial) + ".incomplete");
+}
+
+TEST_F(ShardServiceTest, ABlobThatIsALinkIsNeverServed) {
+  // Whoever may write the cache must not make the daemon send a peer another file it can read.
+  const std::string secret = *dir_ + "/tokens.yaml";
+  const std::string symlinked(64, 'a'), hard_linked(64, 'b');
+  fs::create_symlink(secret, BlobPath(symlinked));
+  fs::create_hard_link(secret, BlobPath(hard_linked));
+  for (const std::string& etag : {symlinked, hard_linked}) {
+    const Read read = ReadBlob(etag, 0);
+    EXPECT_EQ(read.status.error_code(), grpc::StatusCode::NOT_FOUND) << etag;
+    EXPECT_TRUE(read.bytes.empty());
+  }
+  fs::remove(BlobPath(symlinked));
+  fs::remove(BlobPath(hard_linked));
 }
 
 TEST_F(ShardServiceTest, BadRequestsAreInvalidArguments) {
