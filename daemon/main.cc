@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
   if (server == nullptr || grpc_port == 0) {
     return Fail(absl::StrCat("cannot listen on ", config->grpc_listen, " (listen.grpc)"));
   }
+  (*node)->SetGrpcPort(grpc_port);
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   // Not ready until the preloaded models are; alive from now on.
   for (const char* service : kReadinessServices) health->SetServingStatus(service, false);

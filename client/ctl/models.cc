@@ -2,10 +2,12 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/cli/progress.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/format.h"
@@ -76,7 +78,17 @@ int RunLoad(Context& c) {
                                     : PhaseName(p.phase());
       bar = std::make_unique<cli::Progress>(label, c.console.err, c.console.err_terminal);
     }
-    bar->Update(item, p.bytes_done(), p.bytes_total());
+    // Where the files still arriving come from: the hub, or peers (named).
+    std::set<std::string> sources;
+    for (const v1::LoadFileProgress& f : p.files()) {
+      if (f.bytes_downloaded() < f.size() && !f.source().empty() && f.source() != "cache") {
+        sources.insert(f.source());
+      }
+    }
+    bar->Update(p.phase() == v1::LOAD_PHASE_DOWNLOADING && !sources.empty()
+                    ? absl::StrCat(item, " from ", absl::StrJoin(sources, ", "))
+                    : item,
+                p.bytes_done(), p.bytes_total());
   };
   absl::StatusOr<v1::LoadModelProgress> last = c.client.LoadModel(request, on_progress);
   bar.reset();

@@ -333,6 +333,39 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
     return FieldError(peers.PathOf("chunk_size"), "must be at most 3MiB");
   }
   DF11_RETURN_IF_ERROR(ReadInt(peers, "max_readers", 1, 1024, c.peer_max_readers));
+  if (const YAML::Node n = peers.Get("addresses"); Present(n)) {
+    if (!n.IsSequence())
+      return FieldError(peers.PathOf("addresses"), "must be a list of HOST:PORT");
+    c.peer_addresses.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      const std::string path = absl::StrCat(peers.PathOf("addresses"), "[", i, "]");
+      DF11_ASSIGN_OR_RETURN(std::string address, ReadString(n[i], path));
+      DF11_RETURN_IF_ERROR(CheckAddress(address, path));
+      c.peer_addresses.push_back(std::move(address));
+    }
+  }
+  DF11_RETURN_IF_ERROR(ReadString(peers, "dns", c.peer_dns));
+  if (!c.peer_dns.empty() && !c.peer_addresses.empty()) {
+    return FieldError("peers", "addresses and dns are two ways to name the peers: give one");
+  }
+  DF11_RETURN_IF_ERROR(ReadInt(peers, "port", 1, 65535, c.peer_port));
+  DF11_RETURN_IF_ERROR(ReadDuration(peers, "refresh", c.peer_refresh_seconds));
+  DF11_RETURN_IF_ERROR(ReadDuration(peers, "timeout", c.peer_timeout_seconds));
+  if (c.peer_timeout_seconds <= 0) {
+    return FieldError(peers.PathOf("timeout"), "must be longer than 0s");
+  }
+  DF11_RETURN_IF_ERROR(ReadBytes(peers, "min_rate", 0, c.peer_min_rate));
+  for (auto [key, field] :
+       {std::pair{"token_file", &c.peer_token_file}, std::pair{"ca_file", &c.peer_ca_file},
+        std::pair{"cert_file", &c.peer_cert_file}, std::pair{"key_file", &c.peer_key_file}}) {
+    DF11_RETURN_IF_ERROR(ReadString(peers, key, *field));
+    if (!field->empty() && !std::filesystem::path(*field).is_absolute() && !base_dir.empty()) {
+      *field = (std::filesystem::path(base_dir) / *field).lexically_normal().string();
+    }
+  }
+  if (c.peer_cert_file.empty() != c.peer_key_file.empty()) {
+    return FieldError("peers", "cert_file and key_file go together");
+  }
   DF11_RETURN_IF_ERROR(peers.CheckNoUnknownKeys());
 
   Section shutdown(top.Get("shutdown"), "shutdown");
@@ -607,6 +640,18 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "peers" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "chunk_size" << YAML::Value << c.peer_chunk_bytes;
   out << YAML::Key << "max_readers" << YAML::Value << c.peer_max_readers;
+  out << YAML::Key << "addresses" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& a : c.peer_addresses) out << a;
+  out << YAML::EndSeq;
+  out << YAML::Key << "dns" << YAML::Value << c.peer_dns;
+  out << YAML::Key << "port" << YAML::Value << c.peer_port;
+  out << YAML::Key << "refresh" << YAML::Value << FormatDuration(c.peer_refresh_seconds);
+  out << YAML::Key << "timeout" << YAML::Value << FormatDuration(c.peer_timeout_seconds);
+  out << YAML::Key << "min_rate" << YAML::Value << c.peer_min_rate;
+  out << YAML::Key << "token_file" << YAML::Value << c.peer_token_file;
+  out << YAML::Key << "ca_file" << YAML::Value << c.peer_ca_file;
+  out << YAML::Key << "cert_file" << YAML::Value << c.peer_cert_file;
+  out << YAML::Key << "key_file" << YAML::Value << c.peer_key_file;
   out << YAML::EndMap;
   out << YAML::Key << "shutdown" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "drain" << YAML::Value << FormatDuration(c.drain_seconds);

@@ -101,6 +101,19 @@ struct Config {
   // Peers: the blobs of the hub cache served to the cluster's other nodes (ShardService).
   int64_t peer_chunk_bytes = 1 << 20;  // bytes per ReadBlob message
   int64_t peer_max_readers = 4;        // ReadBlob streams served at once
+  // And the other nodes asked for a hub model's files before the hub: a static list of HOST:PORT,
+  // or the A/AAAA records of a DNS name (a headless Service) on peer_port; neither: none asked.
+  std::vector<std::string> peer_addresses;
+  std::string peer_dns;
+  int64_t peer_port = 7411;
+  double peer_refresh_seconds = 30;  // the names resolved again this often
+  double peer_timeout_seconds = 5;   // a peer's answer; the window of peer_min_rate
+  int64_t peer_min_rate = 16 << 20;  // bytes/s: a slower transfer goes to the next source
+  // The credential presented to peers: a token (of role peer in their tokens file), and for TLS
+  // the CA their certificates chain to and, for mutual TLS, this node's client certificate.
+  std::string peer_token_file;
+  std::string peer_ca_file, peer_cert_file, peer_key_file;
+  bool peers_asked() const { return !peer_addresses.empty() || !peer_dns.empty(); }
 
   // Who may call: the tokens file (config/tokens.h), re-read when it changes; empty: everyone,
   // which is refused on a non-loopback listen address unless `insecure` says so.

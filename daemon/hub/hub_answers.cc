@@ -49,6 +49,7 @@ absl::StatusOr<std::vector<RepoFile>> ParseTreePage(std::string_view body) {
       f.size = size->get<uint64_t>();
     }
     if (auto lfs = e.find("lfs"); lfs != e.end()) f.lfs_sha256 = StringField(*lfs, "oid");
+    f.git_oid = StringField(e, "oid");
     files.push_back(std::move(f));
   }
   return files;

@@ -21,6 +21,9 @@ struct RepoFile {
   std::string path;
   uint64_t size = 0;
   std::string lfs_sha256;  // empty for a git-stored file
+  std::string git_oid;     // the git blob's sha1: for a git-stored file, its etag
+  // What the hub cache names the file's blob by: the LFS sha256, else the git blob sha1.
+  const std::string& etag() const { return lfs_sha256.empty() ? git_oid : lfs_sha256; }
 };
 
 // What a HEAD on /resolve/ says of a file.

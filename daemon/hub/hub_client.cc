@@ -24,9 +24,8 @@
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
 #include "codec/base/status_macros.h"
-#include "daemon/hub/blob_writer.h"
 #include "daemon/hub/cache.h"
-#include "daemon/hub/content_hash.h"
+#include "daemon/hub/partial_blob.h"
 
 #ifndef DF11_VERSION
 #define DF11_VERSION "0"
@@ -76,11 +75,6 @@ absl::Status FromAnswer(const absl::Status& status, const std::string& what,
                         const std::string& trace_id) {
   return absl::Status(status.code(),
                       absl::StrCat(what, ": ", status.message(), " (request id ", trace_id, ")"));
-}
-
-absl::Status FileError(const std::string& what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat("hub cache: cannot ", what, " ", path, ": ", std::strerror(errno)));
 }
 
 }  // namespace
@@ -301,47 +295,25 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
     return absl::ResourceExhaustedError(
         absl::StrCat(what, " (", metadata.size, " bytes): ", status.message()));
   };
-  absl::StatusOr<std::unique_ptr<BlobWriter>> opened = BlobWriter::Open(partial);
-  if (!opened.ok()) return opened.status();
-  BlobWriter& file = **opened;
-
-  // What an earlier, interrupted download left is hashed first, then resumed.
-  auto hash = std::make_unique<ContentHash>(metadata.etag, metadata.size);
-  uint64_t written = 0;
-  {
-    std::vector<char> buffer(1 << 20);
-    while (written < file.size()) {
-      const ssize_t n = ::pread(file.fd(), buffer.data(),
-                                std::min<uint64_t>(buffer.size(), file.size() - written),
-                                static_cast<off_t>(written));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return FileError("read", partial);
-      hash->Update(buffer.data(), static_cast<size_t>(n));
-      written += static_cast<uint64_t>(n);
-    }
-  }
-  auto restart = [&]() -> absl::Status {
-    hash = std::make_unique<ContentHash>(metadata.etag, metadata.size);
-    written = 0;
-    return file.Truncate();
-  };
-  if (written > metadata.size) {
-    if (absl::Status s = restart(); !s.ok()) return s;
-  }
-  if (written > 0) progress(written);
+  // What an earlier, interrupted download (from the hub or a peer) left is hashed, then resumed.
+  absl::StatusOr<std::unique_ptr<PartialBlob>> opened =
+      PartialBlob::Open(partial, metadata.etag, metadata.size);
+  if (!opened.ok()) return with_file(opened.status());
+  PartialBlob& file = **opened;
+  if (file.size() > 0) progress(file.size());
 
   std::string url = metadata.location;
   bool refreshed = false;
   int failures = 0;
-  while (written < metadata.size) {
+  while (file.size() < metadata.size) {
     absl::Status sink_error;
     bool first = true;
-    const uint64_t before = written;
+    const uint64_t before = file.size();
     const std::string trace_id = NewTraceId();
     const HttpRequest request{.method = "GET",
                               .url = url,
                               .headers = Headers(url, trace_id),
-                              .range_start = written,
+                              .range_start = file.size(),
                               .follow_redirects = true,
                               .timeout_seconds = settings_.download_timeout_seconds,
                               .is_transfer = true};
@@ -350,8 +322,8 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
           if (first) {
             first = false;
             // A server that ignores Range sends the whole file again.
-            if (head.status == 200 && written > 0) {
-              sink_error = restart();
+            if (head.status == 200 && file.size() > 0) {
+              sink_error = file.Restart();
               if (!sink_error.ok()) return false;
             }
             if (head.status == 206) {
@@ -359,35 +331,30 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
               uint64_t start = 0;
               absl::string_view v = range;
               if (!absl::ConsumePrefix(&v, "bytes ") ||
-                  !absl::SimpleAtoi(v.substr(0, v.find('-')), &start) || start != written) {
-                sink_error = absl::DataLossError(absl::StrCat(what, ": asked for bytes from ",
-                                                              written, ", got \"", range, "\""));
+                  !absl::SimpleAtoi(v.substr(0, v.find('-')), &start) || start != file.size()) {
+                sink_error = absl::DataLossError(absl::StrCat(
+                    what, ": asked for bytes from ", file.size(), ", got \"", range, "\""));
                 return false;
               }
             }
           }
-          if (written + size > metadata.size) {
-            sink_error = absl::DataLossError(absl::StrCat(what, ": the hub sent more than the ",
-                                                          metadata.size, " bytes announced"));
-            return false;
-          }
           sink_error = file.Append(data, size);
           if (!sink_error.ok()) return false;
-          hash->Update(data, size);
-          written += size;
-          progress(written);
+          progress(file.size());
           return true;
         });
     if (!sink_error.ok()) {
-      if (absl::IsDataLoss(sink_error)) std::remove(partial.c_str());
+      if (absl::IsDataLoss(sink_error)) {
+        return absl::DataLossError(absl::StrCat(what, ": ", sink_error.message()));
+      }
       return with_file(sink_error);
     }
     // Whatever ended the transfer, what arrived is kept, so that a retry or a later download
     // resumes after it.
     if (absl::Status s = file.Flush(); !s.ok()) return with_file(s);
     if (r.cancelled) return absl::CancelledError(absl::StrCat(what, ": cancelled"));
-    if ((r.status == 200 || r.status == 206) && written == metadata.size) break;
-    if (r.status == 416 && written == metadata.size) break;
+    if ((r.status == 200 || r.status == 206) && file.size() == metadata.size) break;
+    if (r.status == 416 && file.size() == metadata.size) break;
     const bool transient = r.status == 0 || r.status == 200 || r.status == 206 || IsRetryable(r);
     if (r.status == 403 && url != ResolveUrl(repo_id, metadata.commit, path) && !refreshed) {
       // A presigned URL that expired: ask the hub for a fresh one, once.
@@ -402,7 +369,7 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
     }
     if (!transient) return Error(r, what, trace_id, failures + 1);
     // Progress resets the count: only consecutive failures without a byte give up.
-    failures = written > before ? 0 : failures + 1;
+    failures = file.size() > before ? 0 : failures + 1;
     if (failures > settings_.max_retries) {
       HttpResponse cut;  // a body that keeps ending early is a network failure
       cut.error = "the connection keeps closing before the end of the file";
@@ -410,19 +377,11 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
     }
     if (!Backoff(std::max(0, failures - 1), r)) return absl::CancelledError(what + ": cancelled");
   }
-  if (written != metadata.size) {
-    std::remove(partial.c_str());
-    return absl::DataLossError(
-        absl::StrCat(what, ": got ", written, " bytes, the hub announced ", metadata.size));
+  if (absl::Status s = file.Finish(); !s.ok()) {
+    if (absl::IsDataLoss(s)) return absl::DataLossError(absl::StrCat(what, ": ", s.message()));
+    return with_file(s);
   }
-  const std::string digest = hash->HexDigest();
-  if (digest != metadata.etag) {
-    std::remove(partial.c_str());
-    return absl::DataLossError(absl::StrCat(what, ": content hash ", digest,
-                                            " does not match its etag ", metadata.etag,
-                                            " (corrupt download; nothing was cached)"));
-  }
-  return with_file(file.Sync());
+  return absl::OkStatus();
 }
 
 }  // namespace df11::hub

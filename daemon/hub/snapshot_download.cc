@@ -43,6 +43,28 @@ bool IsCachedFile(const std::string& path) {
   return fs::is_regular_file(path, ec);  // follows the snapshot's symlink to its blob
 }
 
+// The files of `listing` at `commit` that match `include`, each marked cached or not.
+Snapshot FromListing(const std::string& cache_dir, const ModelSource& source,
+                     const std::string& commit, const std::vector<RepoFile>& listing,
+                     const std::vector<std::string>& include) {
+  const RepoCache cache(cache_dir, source.repo_id);
+  Snapshot s{.repo_id = source.repo_id,
+             .revision = source.revision,
+             .commit = commit,
+             .directory = cache.SnapshotDir(commit),
+             .files = {},
+             .offline_reason = "",
+             .resolved_by = ""};
+  for (const RepoFile& f : listing) {
+    if (!MatchesAny(f.path, include)) continue;
+    s.files.push_back({.path = f.path,
+                       .size = f.size,
+                       .cached = IsCachedFile(cache.SnapshotPath(commit, f.path)),
+                       .etag = IsEtag(f.etag()) ? f.etag() : ""});
+  }
+  return s;
+}
+
 }  // namespace
 
 uint64_t Snapshot::bytes_to_download() const {
@@ -60,7 +82,10 @@ bool MatchesAny(const std::string& path, const std::vector<std::string>& globs) 
   return false;
 }
 
-SnapshotDownloader::SnapshotDownloader(HubSettings settings) : settings_(std::move(settings)) {}
+SnapshotDownloader::SnapshotDownloader(HubSettings settings, std::shared_ptr<PeerSource> peers)
+    : settings_(std::move(settings)),
+      peers_(peers == nullptr ? nullptr : std::make_unique<PeerFetcher>(std::move(peers), &stop_)) {
+}
 
 absl::StatusOr<Snapshot> SnapshotDownloader::ResolveFromCache(
     const ModelSource& source, const std::vector<std::string>& include, const std::string& reason) {
@@ -70,7 +95,8 @@ absl::StatusOr<Snapshot> SnapshotDownloader::ResolveFromCache(
              .commit = source.revision,
              .directory = "",
              .files = {},
-             .offline_reason = reason};
+             .offline_reason = reason,
+             .resolved_by = ""};
   const std::string what = absl::StrCat(source.repo_id, "@", source.revision);
   if (!IsCommit(source.revision)) {
     std::ifstream ref(fs::path(cache.folder()) / "refs" / source.revision);
@@ -90,7 +116,8 @@ absl::StatusOr<Snapshot> SnapshotDownloader::ResolveFromCache(
     // Lexically: fs::relative would follow the link to its blob.
     const std::string path = it->path().lexically_relative(s.directory).generic_string();
     if (!MatchesAny(path, include)) continue;
-    s.files.push_back({.path = path, .size = fs::file_size(it->path(), ec), .cached = true});
+    s.files.push_back(
+        {.path = path, .size = fs::file_size(it->path(), ec), .cached = true, .etag = ""});
   }
   if (s.files.empty()) {
     return absl::UnavailableError(absl::StrCat(what, " (commit ", s.commit,
@@ -116,6 +143,9 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
           : fs::is_regular_file(fs::path(repo_cache.folder()) / "refs" / source.revision, ec);
   if (cached) {
     first_try.max_retries = 0;
+  } else if (peers_ != nullptr) {
+    // A peer can answer for an unreachable hub: one retry, not a minute of backoff, before it.
+    first_try.max_retries = std::min(first_try.max_retries, 1);
   }
   HubClient client(first_try, &stop_);
   absl::StatusOr<std::string> commit = IsCommit(source.revision)
@@ -125,65 +155,74 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
       commit.ok() ? client.ListFiles(source.repo_id, *commit) : commit.status();
   if (!listing.ok()) {
     // As huggingface_hub: an unreachable hub falls back to the cache; "not found" and auth
-    // errors do not, so that they are seen.
+    // errors do not, so that they are seen. A peer that holds the revision comes first: it
+    // lists every file, where the cache may hold only some.
     if (!absl::IsUnavailable(listing.status())) return listing.status();
+    if (std::optional<Snapshot> from_peer = ResolveFromPeers(source, include)) {
+      DF11_RETURN_IF_ERROR(Admit(*from_peer, include));
+      return *std::move(from_peer);
+    }
     absl::StatusOr<Snapshot> cached =
         ResolveFromCache(source, include, std::string(listing.status().message()));
     if (!cached.ok()) return cached.status();
     return cached;
   }
-  const RepoCache cache(settings_.cache_dir, source.repo_id);
-  Snapshot s{.repo_id = source.repo_id,
-             .revision = source.revision,
-             .commit = *commit,
-             .directory = cache.SnapshotDir(*commit),
-             .files = {},
-             .offline_reason = ""};
-  // Bytes the cache's file system must take: files not cached, less what an earlier download of
-  // an LFS file left (resumed) or a complete blob another revision shares.
+  Snapshot s = FromListing(settings_.cache_dir, source, *commit, *listing, include);
+  DF11_RETURN_IF_ERROR(Admit(s, include));
+  return s;
+}
+
+std::optional<Snapshot> SnapshotDownloader::ResolveFromPeers(
+    const ModelSource& source, const std::vector<std::string>& include) {
+  if (peers_ == nullptr) return std::nullopt;
+  absl::StatusOr<PeerSnapshot> listing = peers_->Resolve(source.repo_id, source.revision);
+  if (!listing.ok()) return std::nullopt;
+  Snapshot s = FromListing(settings_.cache_dir, source, listing->commit, listing->files, include);
+  s.resolved_by = listing->peer;
+  return s;
+}
+
+absl::Status SnapshotDownloader::Admit(const Snapshot& s,
+                                       const std::vector<std::string>& include) const {
+  const RepoCache cache(settings_.cache_dir, s.repo_id);
+  const std::string what = absl::StrCat(s.repo_id, "@", s.revision);
+  if (s.files.empty()) {
+    return absl::NotFoundError(absl::StrCat(what, " (commit ", s.commit, ") has no files matching ",
+                                            absl::StrJoin(include, " ")));
+  }
+  if (s.bytes_to_download() > settings_.max_download_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": ", s.bytes_to_download(), " bytes to download is more than the limit of ",
+        settings_.max_download_bytes, " (hub.max_download_size)"));
+  }
+  // Bytes the cache's file system must take: files not cached, less what an earlier download
+  // left (resumed) or a complete blob another revision shares.
   uint64_t bytes_to_write = 0;
-  std::set<std::string> counted_blobs;  // an LFS blob that several paths share is written once
-  for (const RepoFile& f : *listing) {
-    if (!MatchesAny(f.path, include)) continue;
-    s.files.push_back({.path = f.path,
-                       .size = f.size,
-                       .cached = IsCachedFile(cache.SnapshotPath(s.commit, f.path))});
-    if (s.files.back().cached) continue;
+  std::set<std::string> counted_blobs;  // a blob that several paths share is written once
+  std::error_code ec;
+  for (const SnapshotFile& f : s.files) {
+    if (f.cached) continue;
     uint64_t held = 0;
-    if (IsEtag(f.lfs_sha256) && !counted_blobs.insert(f.lfs_sha256).second) continue;
-    if (IsEtag(f.lfs_sha256)) {
-      if (IsCachedFile(cache.BlobPath(f.lfs_sha256))) {
+    if (IsEtag(f.etag)) {
+      if (!counted_blobs.insert(f.etag).second) continue;
+      if (IsCachedFile(cache.BlobPath(f.etag))) {
         held = f.size;
-      } else if (const uint64_t partial = fs::file_size(cache.IncompletePath(f.lfs_sha256), ec);
-                 !ec) {
+      } else if (const uint64_t partial = fs::file_size(cache.IncompletePath(f.etag), ec); !ec) {
         held = std::min(partial, f.size);
       }
     }
     bytes_to_write += f.size - held;
   }
-  if (s.files.empty()) {
-    return absl::NotFoundError(absl::StrCat(source.repo_id, "@", source.revision, " (commit ",
-                                            s.commit, ") has no files matching ",
-                                            absl::StrJoin(include, " ")));
-  }
-  if (s.bytes_to_download() > settings_.max_download_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(source.repo_id, "@", source.revision, ": ", s.bytes_to_download(),
-                     " bytes to download is more than the limit of ", settings_.max_download_bytes,
-                     " (hub.max_download_size)"));
-  }
   // Refused before a byte is written (the ref included), rather than failing when the disk fills
   // mid-download.
   if (const std::optional<uint64_t> free_bytes = FreeBytes(settings_.cache_dir);
       free_bytes && bytes_to_write > *free_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(source.repo_id, "@", source.revision, ": ", bytes_to_write,
-                     " bytes to download, but the file system of the hub cache ",
-                     settings_.cache_dir, " has ", *free_bytes, " bytes free"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, ": ", bytes_to_write, " bytes to download, but the file system of the hub cache ",
+        settings_.cache_dir, " has ", *free_bytes, " bytes free"));
   }
-  DF11_RETURN_IF_ERROR(cache.WriteRef(source.revision, s.commit));
-  DF11_RETURN_IF_ERROR(cache.EnsureCacheDirTag());
-  return s;
+  DF11_RETURN_IF_ERROR(cache.WriteRef(s.revision, s.commit));
+  return cache.EnsureCacheDirTag();
 }
 
 absl::Status SnapshotDownloader::FetchFile(const Snapshot& snapshot, const SnapshotFile& file,
@@ -210,31 +249,73 @@ absl::Status SnapshotDownloader::FetchFile(const Snapshot& snapshot, const Snaps
                                                file.path, " is not in the hub cache and ",
                                                snapshot.offline_reason));
   }
-  absl::StatusOr<FileMetadata> metadata =
-      client.FetchMetadata(snapshot.repo_id, snapshot.commit, file.path);
-  if (!metadata.ok()) {
-    if (HubErrorCode(metadata.status()) == "EntryNotFound") {
-      // EntryNotFound at a known commit: remembered as huggingface_hub does.
-      (void)cache.MarkMissing(snapshot.commit, file.path);
+  // The hub's metadata, asked when the listing gave no etag or when the hub must send the bytes.
+  std::optional<FileMetadata> metadata;
+  auto fetch_metadata = [&]() -> absl::Status {
+    absl::StatusOr<FileMetadata> answer =
+        client.FetchMetadata(snapshot.repo_id, snapshot.commit, file.path);
+    if (!answer.ok()) {
+      if (HubErrorCode(answer.status()) == "EntryNotFound") {
+        // EntryNotFound at a known commit: remembered as huggingface_hub does.
+        (void)cache.MarkMissing(snapshot.commit, file.path);
+      }
+      return answer.status();
     }
-    return metadata.status();
-  }
-  const std::string blob = cache.BlobPath(metadata->etag);
+    if (!file.etag.empty() && (answer->etag != file.etag || answer->size != file.size)) {
+      return absl::DataLossError(absl::StrCat(
+          snapshot.repo_id, "@", snapshot.commit, ": ", file.path, " is listed with etag ",
+          file.etag, " and ", file.size, " bytes, but the hub serves etag ", answer->etag, " and ",
+          answer->size, " bytes"));
+    }
+    metadata = *std::move(answer);
+    return absl::OkStatus();
+  };
+  if (file.etag.empty()) DF11_RETURN_IF_ERROR(fetch_metadata());
+  const std::string etag = file.etag.empty() ? metadata->etag : file.etag;
+  const uint64_t size = file.etag.empty() ? metadata->size : file.size;
+  const std::string blob = cache.BlobPath(etag);
   if (!IsCachedFile(blob)) {
     // One writer per blob across threads and processes; a second one finds the blob done.
-    DF11_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(cache.LockPath(metadata->etag), &stop_));
+    DF11_ASSIGN_OR_RETURN(FileLock lock, FileLock::Acquire(cache.LockPath(etag), &stop_));
     if (!IsCachedFile(blob)) {
-      const std::string partial = cache.IncompletePath(metadata->etag);
+      const std::string partial = cache.IncompletePath(etag);
       fs::create_directories(fs::path(partial).parent_path(), ec);
       if (ec) {
         return absl::InternalError(absl::StrCat("hub cache: cannot create ",
                                                 fs::path(partial).parent_path().string(), ": ",
                                                 ec.message()));
       }
-      DF11_RETURN_IF_ERROR(
-          client.Download(snapshot.repo_id, file.path, *metadata, partial, [&](uint64_t bytes) {
-            if (callbacks.progress) callbacks.progress(file.path, bytes, metadata->size);
-          }));
+      absl::StatusOr<std::string> peer = absl::NotFoundError("no peers");
+      if (peers_ != nullptr) {
+        peer = peers_->Fetch(snapshot.repo_id, etag, size, partial,
+                             {.started =
+                                  [&](const std::string& address) {
+                                    if (callbacks.source)
+                                      callbacks.source(file.path, "peer " + address);
+                                  },
+                              .progress =
+                                  [&](uint64_t bytes) {
+                                    if (callbacks.progress)
+                                      callbacks.progress(file.path, bytes, size);
+                                  },
+                              .received =
+                                  [&](uint64_t bytes) {
+                                    if (callbacks.received) callbacks.received("peer", bytes);
+                                  }});
+        if (absl::IsCancelled(peer.status())) return peer.status();
+      }
+      if (!peer.ok()) {
+        // The hub, resuming after what the peers left.
+        if (!metadata) DF11_RETURN_IF_ERROR(fetch_metadata());
+        absl::Status status =
+            DownloadFromHub(snapshot, file, *metadata, partial, callbacks, client);
+        if (absl::IsDataLoss(status) && peers_ != nullptr) {
+          // A peer's bytes that the hub's did not complete to the etag: the file is gone, so
+          // the whole of it from the hub, once.
+          status = DownloadFromHub(snapshot, file, *metadata, partial, callbacks, client);
+        }
+        DF11_RETURN_IF_ERROR(status);
+      }
       fs::rename(partial, blob, ec);
       if (ec) {
         return absl::InternalError(
@@ -242,8 +323,25 @@ absl::Status SnapshotDownloader::FetchFile(const Snapshot& snapshot, const Snaps
       }
     }
   }
-  DF11_RETURN_IF_ERROR(cache.LinkSnapshot(snapshot.commit, file.path, metadata->etag));
-  return ready(metadata->size);
+  DF11_RETURN_IF_ERROR(cache.LinkSnapshot(snapshot.commit, file.path, etag));
+  return ready(size);
+}
+
+absl::Status SnapshotDownloader::DownloadFromHub(const Snapshot& snapshot, const SnapshotFile& file,
+                                                 const FileMetadata& metadata,
+                                                 const std::string& partial,
+                                                 const FetchCallbacks& callbacks,
+                                                 HubClient& client) {
+  if (callbacks.source) callbacks.source(file.path, "hub");
+  std::error_code ec;
+  // Bytes already in the partial file are not received again.
+  uint64_t held = fs::file_size(partial, ec);
+  if (ec) held = 0;
+  return client.Download(snapshot.repo_id, file.path, metadata, partial, [&](uint64_t bytes) {
+    if (callbacks.progress) callbacks.progress(file.path, bytes, metadata.size);
+    if (bytes > held && callbacks.received) callbacks.received("hub", bytes - held);
+    held = bytes;  // a restart from 0 (the hub ignored Range) counts again from there
+  });
 }
 
 absl::Status SnapshotDownloader::Fetch(const Snapshot& snapshot,

@@ -59,7 +59,12 @@ Metrics::Metrics()
       swaps_(prometheus::BuildCounter()
                  .Name("df11_model_swaps_total")
                  .Help("Engine steps that ran a different model than the step before, by device")
-                 .Register(*registry_)) {}
+                 .Register(*registry_)),
+      received_(prometheus::BuildCounter()
+                    .Name("df11_download_bytes_total")
+                    .Help("Bytes of hub model files received into the hub cache, by source "
+                          "(hub or peer)")
+                    .Register(*registry_)) {}
 
 void Metrics::RequestFinished(const std::string& tenant, const std::string& model,
                               const std::string& outcome) {
@@ -87,6 +92,10 @@ void Metrics::TimePerToken(const std::string& tenant, const std::string& model, 
 void Metrics::ModelLoad(const std::string& outcome, double seconds) {
   loads_.Add({{"outcome", outcome}}).Increment();
   load_seconds_.Add({{"outcome", outcome}}, LoadBuckets()).Observe(seconds);
+}
+
+void Metrics::FilesReceived(const std::string& source, uint64_t bytes) {
+  received_.Add({{"source", source}}).Increment(static_cast<double>(bytes));
 }
 
 void Metrics::ModelEvicted(const std::string& tenant, const std::string& model) {

@@ -39,6 +39,8 @@ class Metrics {
   // A load ended ("ok", "failed" or "cancelled") after `seconds`.
   void ModelLoad(const std::string& outcome, double seconds);
   void ModelEvicted(const std::string& tenant, const std::string& model);
+  // `bytes` of a hub model's files arrived into the hub cache from `source` ("hub" or "peer").
+  void FilesReceived(const std::string& source, uint64_t bytes);
   // An engine step ran a different model than the step before on `device`.
   void ModelSwap(const std::string& device);
 
@@ -53,6 +55,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& load_seconds_;
   prometheus::Family<prometheus::Counter>& evictions_;
   prometheus::Family<prometheus::Counter>& swaps_;
+  prometheus::Family<prometheus::Counter>& received_;
 };
 
 }  // namespace df11::metrics

@@ -20,7 +20,9 @@ bool IsWeightFile(const std::string& path) { return absl::EndsWith(path, ".safet
 
 }  // namespace
 
-HubFetch::HubFetch(const hub::HubSettings& settings) : downloader_(settings) {}
+HubFetch::HubFetch(const hub::HubSettings& settings, std::shared_ptr<hub::PeerSource> peers,
+                   metrics::Metrics* metrics)
+    : metrics_(metrics), downloader_(settings, std::move(peers)) {}
 
 HubFetch::~HubFetch() {
   Cancel();
@@ -52,6 +54,15 @@ void HubFetch::RunFetch(std::vector<hub::SnapshotFile> files) {
                                  std::lock_guard lock(mu_);
                                  if (IsWeightFile(path)) ready_.push_back(path);
                                  changed_.notify_all();
+                               },
+                           .source =
+                               [this](const std::string& path, const std::string& source) {
+                                 std::lock_guard lock(mu_);
+                                 files_[path].source = source;
+                               },
+                           .received =
+                               [this](const char* kind, uint64_t bytes) {
+                                 if (metrics_ != nullptr) metrics_->FilesReceived(kind, bytes);
                                }});
     std::lock_guard lock(mu_);
     running_ = false;
@@ -66,7 +77,8 @@ absl::Status HubFetch::Prepare(const hub::ModelSource& source,
   std::vector<hub::SnapshotFile> small;
   for (const hub::SnapshotFile& f : snapshot_.files) {
     if (f.path.find('/') != std::string::npos) continue;
-    files_[f.path] = FileProgress{.path = f.path, .size = f.size, .downloaded = 0, .placed = 0};
+    files_[f.path] = FileProgress{
+        .path = f.path, .size = f.size, .downloaded = 0, .placed = 0, .source = "cache"};
     (IsWeightFile(f.path) ? weights_ : small).push_back(f);
   }
   if (weights_.empty()) {

@@ -17,6 +17,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include "daemon/hub/cache.h"
 #include "daemon/hub/settings.h"
 #include "daemon/hub/snapshot_download.h"
+#include "daemon/metrics/metrics.h"
 #include "daemon/runtime/estimate.h"
 
 namespace df11::registry {
@@ -38,11 +40,16 @@ struct FileProgress {
   uint64_t size = 0;
   uint64_t downloaded = 0;
   uint64_t placed = 0;
+  // Where its bytes come from: "cache" (already there), "hub", or "peer HOST:PORT".
+  std::string source = "cache";
 };
 
 class HubFetch {
  public:
-  explicit HubFetch(const hub::HubSettings& settings);
+  // `peers` (may be null) are asked before the hub; `metrics` (may be null) counts the bytes
+  // received by source.
+  HubFetch(const hub::HubSettings& settings, std::shared_ptr<hub::PeerSource> peers,
+           metrics::Metrics* metrics);
   ~HubFetch();  // cancels what still runs and waits for it
   HubFetch(const HubFetch&) = delete;
   HubFetch& operator=(const HubFetch&) = delete;
@@ -76,6 +83,7 @@ class HubFetch {
   void RunFetch(std::vector<hub::SnapshotFile> files);
   void Join();
 
+  metrics::Metrics* const metrics_;
   hub::SnapshotDownloader downloader_;
   hub::Snapshot snapshot_;
   std::vector<hub::SnapshotFile> weights_;

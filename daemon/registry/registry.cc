@@ -136,7 +136,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   // A hub model: resolved, its small files fetched; its weights download once it has room.
   std::unique_ptr<HubFetch> fetch;
   if (source.is_hub) {
-    fetch = std::make_unique<HubFetch>(options_.hub);
+    fetch = std::make_unique<HubFetch>(options_.hub, options_.peers, metrics_);
     DF11_RETURN_IF_ERROR(fetch->Prepare(
         source, [&] { return !cancelled(LoadProgress::Phase::kDownloading, 0, 0); }));
     directory = fetch->directory();

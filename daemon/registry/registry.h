@@ -177,6 +177,7 @@ class Registry {
     double default_keep_alive_seconds = 300;
     int64_t max_concurrent_loads = 2;
     hub::HubSettings hub;
+    std::shared_ptr<hub::PeerSource> peers;  // asked before the hub; null: none
   };
   // `backend` and `metrics` (may be null) must outlive the registry.
   Registry(const Options& options, runtime::Backend& backend, metrics::Metrics* metrics);

@@ -97,6 +97,7 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
       file->set_path(f.path);
       file->set_size(f.size);
       file->set_bytes_downloaded(f.downloaded);
+      file->set_source(f.source);
       file->set_bytes_placed(f.placed);
     }
     message.mutable_model()->set_state(df11::v1::MODEL_STATE_LOADING);
@@ -198,7 +199,7 @@ grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
   absl::StatusOr<runtime::ModelEstimate> e;
   if (source->is_hub) {
     // Only the small files are fetched; the weights' sizes come from the hub's listing.
-    registry::HubFetch fetch(node_.hub_settings());
+    registry::HubFetch fetch(node_.hub_settings(), node_.peers(), &node_.metrics());
     absl::Status prepared = fetch.Prepare(*source, [&] { return !context->IsCancelled(); });
     if (!prepared.ok()) return ToGrpcStatus(prepared);
     e = fetch.Estimate();

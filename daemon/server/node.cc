@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codec/base/status_macros.h"
@@ -154,6 +155,32 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
     Log("warning: insecure: true and no auth.tokens_file: every caller that reaches the listen "
         "addresses may load, unload and generate (df11_insecure is 1 on /metrics)");
   }
+  if (config.peers_asked()) {
+    PeerClientOptions peers{
+        .addresses = config.peer_addresses,
+        .dns = config.peer_dns,
+        .port = static_cast<int>(config.peer_port),
+        .refresh_seconds = config.peer_refresh_seconds,
+        .timeout_seconds = config.peer_timeout_seconds,
+        .token = "",
+        .tls_ca_file = config.peer_ca_file,
+        .tls_cert_file = config.peer_cert_file,
+        .tls_key_file = config.peer_key_file,
+        .fetch = {.min_bytes_per_second = static_cast<double>(config.peer_min_rate),
+                  .window_seconds = config.peer_timeout_seconds,
+                  .ask_at_once = 4}};
+    if (!config.peer_token_file.empty()) {
+      std::ifstream in(config.peer_token_file);
+      std::stringstream text;
+      if (in) text << in.rdbuf();
+      peers.token = std::string(absl::StripAsciiWhitespace(text.str()));
+      if (!in || peers.token.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("peers.token_file: cannot read a token from ", config.peer_token_file));
+      }
+    }
+    DF11_ASSIGN_OR_RETURN(node->peers_, PeerClient::Create(std::move(peers)));
+  }
   node->metrics_ = std::make_unique<metrics::Metrics>();
   DF11_ASSIGN_OR_RETURN(auto backend, MakeBackend(config));
   node->backend_ = std::move(backend.first);
@@ -164,7 +191,8 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
                                   .eviction = config.eviction,
                                   .default_keep_alive_seconds = config.keep_alive_seconds,
                                   .max_concurrent_loads = config.max_concurrent_loads,
-                                  .hub = node->hub_settings_},
+                                  .hub = node->hub_settings_,
+                                  .peers = node->peers_},
       *node->backend_, node->metrics_.get());
   node->scheduler_ = std::make_unique<scheduler::Scheduler>(
       scheduler::Scheduler::Options{.queue_size = config.queue_size,

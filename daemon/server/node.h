@@ -30,6 +30,7 @@
 #include "daemon/scheduler/scheduler.h"
 #include "daemon/server/auth.h"
 #include "daemon/server/model_roots.h"
+#include "daemon/server/peer_client.h"
 #include "daemon/server/tenant_limits.h"
 #include "daemon/server/tls.h"
 
@@ -124,6 +125,11 @@ class Node {
   // Everything: the models of every tenant (for /metrics, which filters by caller itself).
   NodeStatus Status() const;
 
+  // The port the node serves gRPC on, once bound: the peers it asks leave it out.
+  void SetGrpcPort(int port) {
+    if (peers_ != nullptr) peers_->SetOwnPort(port);
+  }
+
   // Called when the daemon begins to shut down (again: nothing more happens): preloads and
   // on-demand loads stop, long-lived watch streams end.
   void BeginShutdown() {
@@ -152,6 +158,8 @@ class Node {
                                                 const Caller& caller) const;
   // The hub settings: the config's, else the environment's (HF_ENDPOINT, HF_TOKEN, ...).
   const hub::HubSettings& hub_settings() const { return hub_settings_; }
+  // The cluster's other nodes asked for hub files before the hub; null when none are configured.
+  std::shared_ptr<hub::PeerSource> peers() const { return peers_; }
   registry::Registry& registry() { return *registry_; }
   scheduler::Scheduler& scheduler() { return *scheduler_; }
   metrics::Metrics& metrics() { return *metrics_; }
@@ -178,6 +186,7 @@ class Node {
   std::unique_ptr<Authenticator> auth_;  // null without auth.tokens_file
   std::unique_ptr<TlsFiles> tls_;        // null without tls.cert_file
   const hub::HubSettings hub_settings_;
+  std::shared_ptr<PeerClient> peers_;  // null without peers.addresses or peers.dns
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<runtime::Backend> backend_;
   std::unique_ptr<registry::Registry> registry_;

@@ -107,6 +107,36 @@ shutdown: {drain: 250ms}
   EXPECT_FALSE(c->on_demand);
 }
 
+TEST(ConfigTest, PeersAreAListOrADnsName) {
+  absl::StatusOr<Config> c = ParseConfig(R"(
+peers:
+  addresses: ["10.0.0.5:7411", "node-b.df11d:7411"]
+  refresh: 10s
+  timeout: 2s
+  min_rate: 32MiB
+  token_file: peer-token
+  ca_file: /etc/df11d/ca.pem
+)",
+                                         "/etc/df11d");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->peers_asked());
+  EXPECT_THAT(c->peer_addresses, ::testing::ElementsAre("10.0.0.5:7411", "node-b.df11d:7411"));
+  EXPECT_DOUBLE_EQ(c->peer_refresh_seconds, 10);
+  EXPECT_DOUBLE_EQ(c->peer_timeout_seconds, 2);
+  EXPECT_EQ(c->peer_min_rate, 32 << 20);
+  EXPECT_EQ(c->peer_token_file, "/etc/df11d/peer-token");  // relative to the config file
+  EXPECT_EQ(c->peer_ca_file, "/etc/df11d/ca.pem");
+  absl::StatusOr<Config> again = ParseConfig(ConfigToYaml(*c), "");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ConfigToYaml(*again), ConfigToYaml(*c));
+
+  absl::StatusOr<Config> dns = ParseConfig("peers: {dns: df11d-peers.df11.svc, port: 7411}", "");
+  ASSERT_TRUE(dns.ok()) << dns.status();
+  EXPECT_EQ(dns->peer_dns, "df11d-peers.df11.svc");
+  EXPECT_TRUE(dns->peers_asked());
+  EXPECT_FALSE(ParseConfig("", "")->peers_asked());
+}
+
 TEST(ConfigTest, CatalogFilesHoldAListOrACatalogKey) {
   const std::string dir = ::testing::TempDir();
   const std::string map = dir + "/catalog_map.yaml", list = dir + "/catalog_list.yaml",
@@ -189,6 +219,13 @@ TEST(ConfigTest, ErrorsNameTheField) {
       {"limits: {max_request_bytes: 10}", "limits.max_request_bytes"},
       {"limits: {queue: 1}", "limits.queue"},
       {"shutdown: {drain: soon}", "shutdown.drain"},
+      {"peers: {addresses: 'a:1'}", "peers.addresses"},
+      {"peers: {addresses: [nohost]}", "peers.addresses[0]"},
+      {"peers: {addresses: ['a:1'], dns: b}", "peers"},
+      {"peers: {dns: b, port: 0}", "peers.port"},
+      {"peers: {timeout: 0s}", "peers.timeout"},
+      {"peers: {min_rate: fast}", "peers.min_rate"},
+      {"peers: {cert_file: c.pem}", "peers"},
       {"colour: blue", "colour"},
   };
   for (const BadCase& c : cases) {

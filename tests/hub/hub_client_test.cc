@@ -263,14 +263,18 @@ TEST_F(HubClientTest, AMissingFileIsRememberedInNoExist) {
   absl::StatusOr<Snapshot> s = d.Resolve(Hub(kRepo), {"config.json"});
   ASSERT_THAT(s, IsOk());
   EXPECT_THAT(
-      d.Fetch(*s, {SnapshotFile{.path = "generation_config.json", .size = 0, .cached = false}}, {}),
+      d.Fetch(
+          *s,
+          {SnapshotFile{.path = "generation_config.json", .size = 0, .cached = false, .etag = ""}},
+          {}),
       StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(fs::exists(RepoDir() / ".no_exist" / commit_ / "generation_config.json"));
 
   // Asked again, the marker answers without the network, as huggingface_hub's does.
   const size_t requests = hub_.requests().size();
-  absl::Status again =
-      d.Fetch(*s, {SnapshotFile{.path = "generation_config.json", .size = 0, .cached = false}}, {});
+  absl::Status again = d.Fetch(
+      *s, {SnapshotFile{.path = "generation_config.json", .size = 0, .cached = false, .etag = ""}},
+      {});
   EXPECT_THAT(again, StatusIs(absl::StatusCode::kNotFound, HasSubstr(".no_exist")));
   EXPECT_EQ(HubErrorCode(again), "EntryNotFound");
   EXPECT_EQ(hub_.requests().size(), requests);
