@@ -177,7 +177,7 @@ absl::Status PeerFetcher::FetchFrom(const std::string& peer, const std::string& 
       break;
     }
     std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
     floor = ThroughputFloor(peers_->options(), blob.size(), Clock::now());
   }
   if (slow) {

@@ -225,8 +225,14 @@ absl::Status PeerClient::ReadBlob(
     }
   });
   absl::Status sink_error;
+  // A connection of its own: the transfers of one load then run side by side on several
+  // connections, not one HTTP/2 connection's single transport thread.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  const std::unique_ptr<df11::v1::ShardService::Stub> stub =
+      df11::v1::ShardService::NewStub(grpc::CreateCustomChannel(peer, credentials_, args));
   std::unique_ptr<grpc::ClientReader<df11::v1::BlobChunk>> reader =
-      Stub(peer).ReadBlob(&context, request);
+      stub->ReadBlob(&context, request);
   df11::v1::BlobChunk chunk;
   while (reader->Read(&chunk)) {
     sink_error = sink(chunk.offset(), chunk.data().data(), chunk.data().size());

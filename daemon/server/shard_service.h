@@ -1,8 +1,9 @@
 // df11.v1.ShardService (proto/df11/v1/shard.proto): the complete blobs of the node's hub cache,
 // served to the cluster's other nodes, and its snapshots listed, so that a fleet fetches a model
 // from the hub once. Only blobs the cache holds whole are served; each is checked against its
-// etag as it streams, and one found corrupt is not served again until its file changes. With
-// auth, callers need the role peer or admin.
+// etag as it streams, until it has matched once as that file (device, inode, size, mtime); one
+// found corrupt is not served again until its file changes. The reader checks every byte again.
+// With auth, callers need the role peer or admin.
 //
 //   ShardService shards(node);
 //   builder.RegisterService(&shards);
@@ -60,6 +61,8 @@ class ShardService final : public df11::v1::ShardService::Service {
   mutable absl::Mutex mu_;
   // Blobs that did not match their etag, by path, as they were when found so.
   std::map<std::string, FileIdentity> corrupt_ ABSL_GUARDED_BY(mu_);
+  // Blobs that did, as they were then: served without hashing while they stay so.
+  std::map<std::string, FileIdentity> verified_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace df11::server
