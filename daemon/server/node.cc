@@ -170,13 +170,15 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
                   .window_seconds = config.peer_timeout_seconds,
                   .ask_at_once = 4}};
     if (!config.peer_token_file.empty()) {
+      // Optional, as the hub's token file (a Kubernetes Secret that may not exist): without it,
+      // peers that require a token refuse this node, and its loads go to the hub.
       std::ifstream in(config.peer_token_file);
       std::stringstream text;
       if (in) text << in.rdbuf();
       peers.token = std::string(absl::StripAsciiWhitespace(text.str()));
-      if (!in || peers.token.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("peers.token_file: cannot read a token from ", config.peer_token_file));
+      if (peers.token.empty()) {
+        Log(absl::StrCat("warning: peers.token_file ", config.peer_token_file,
+                         " holds no token: peers that require one will refuse this node"));
       }
     }
     DF11_ASSIGN_OR_RETURN(node->peers_, PeerClient::Create(std::move(peers)));

@@ -102,6 +102,10 @@ TEST(K8sDaemonTest, EachOverlaysConfigurationMatchesTheDaemonSet) {
         << config->catalog_file;
     EXPECT_EQ(fs::path(config->hub_token_file).parent_path(), MountPath(df11d, "hf-token"));
     EXPECT_EQ(fs::path(config->auth_tokens_file).parent_path(), MountPath(df11d, "api-tokens"));
+    // Peers: the headless Service's pods, on the gRPC port, with the peer token's Secret.
+    EXPECT_EQ(config->peer_dns, "df11d-nodes");
+    EXPECT_EQ(config->peer_port, ports.at("grpc"));
+    EXPECT_EQ(fs::path(config->peer_token_file).parent_path(), MountPath(df11d, "peer-token"));
     EXPECT_FALSE(config->metrics_need_token);  // the PodMonitor and the picker scrape openly
     EXPECT_EQ(config->hub_cache_dir, "");  // then $HF_HOME/hub
     EXPECT_EQ(Env(df11d, "HF_HOME"), MountPath(df11d, "hf-home"));
@@ -162,6 +166,7 @@ TEST(K8sDaemonTest, TheProbesGetTheAnswersTheyExpect) {
   config["hub"]["cache_dir"] = dir + "/hub";
   config["hub"]["token_file"] = dir + "/no-secret/token";
   config["auth"]["tokens_file"] = dir + "/tokens.yaml";  // the probes need no token
+  config.remove("peers");                                // no cluster DNS here
   std::ofstream(dir + "/tokens.yaml") << "tokens: []\n";
   std::ofstream(dir + "/catalog.yaml") << "catalog: []\n";
 

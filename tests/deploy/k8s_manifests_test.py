@@ -235,9 +235,12 @@ class RenderedManifestsTest(unittest.TestCase):
                     if "configMap" in v:
                         self.assertIn(v["configMap"]["name"], config_maps)
                     if "secret" in v:
-                        # The hub token is optional; without API tokens a pod must not serve.
+                        # The hub and peer tokens are optional; without API tokens a pod must
+                        # not serve.
                         self.assertEqual(bool(v["secret"].get("optional")),
-                                         v["secret"]["secretName"] == "df11d-hf-token", v["name"])
+                                         v["secret"]["secretName"] in ("df11d-hf-token",
+                                                                       "df11d-peer-token"),
+                                         v["name"])
                 ports = {}
                 for c in spec["containers"] + spec.get("initContainers", []):
                     for m in c.get("volumeMounts", []):
