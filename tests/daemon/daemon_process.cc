@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -197,6 +198,24 @@ int RunCommand(const std::string& command, std::string* out) {
 std::string MakeTempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "df11d-test-XXXXXX").string();
   return mkdtemp(pattern.data()) == nullptr ? "" : pattern;
+}
+
+void MakeCa(const std::string& dir, const std::string& name) {
+  MustRun(absl::StrCat("cd ", dir, " && openssl req -x509 -newkey ec -pkeyopt ",
+                       "ec_paramgen_curve:prime256v1 -nodes -keyout ", name, ".key -out ", name,
+                       ".pem -subj /CN=", name, " -days 2"));
+}
+
+void MakeCert(const std::string& dir, const std::string& name, const std::string& ca,
+              const std::string& subject, int days, bool server) {
+  const std::string ext = dir + "/" + name + ".ext";
+  std::ofstream(ext) << (server ? "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                                : "extendedKeyUsage=clientAuth\n");
+  MustRun(absl::StrCat(
+      "cd ", dir,
+      " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ", name,
+      ".key -out ", name, ".csr -subj ", subject, " && openssl x509 -req -in ", name, ".csr -CA ",
+      ca, ".pem -CAkey ", ca, ".key -days ", days, " -extfile ", ext, " -out ", name, ".pem"));
 }
 
 std::string HttpGet(int port, const std::string& path) {

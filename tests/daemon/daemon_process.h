@@ -83,6 +83,13 @@ std::string MakeTestModel(const std::string& root, const std::string& name, cons
 // A fresh directory under the system temporary directory.
 std::string MakeTempDir();
 
+// With openssl, in `dir`: a CA (`name`.pem and .key, CN=`name`, 2 days), and a certificate it
+// signs (`name`.pem and .key) with `subject` ("/CN=..."), valid `days` (negative: expired), for a
+// server (localhost and 127.0.0.1) or a client (clientAuth).
+void MakeCa(const std::string& dir, const std::string& name);
+void MakeCert(const std::string& dir, const std::string& name, const std::string& ca,
+              const std::string& subject, int days, bool server);
+
 // The bytes of a file ("" when it cannot be read).
 std::string ReadFile(const std::string& path);
 

@@ -2,8 +2,9 @@
 // model node A holds with no weight byte from the hub and the same tokens; the same with the hub
 // down (resolved through A); A killed mid-transfer (B resumes from the hub with the partial
 // files); A serving a blob changed on disk (B discards it and takes the hub's; A stops serving it);
-// peers unreachable or frozen; a node without the peer credential refused; three nodes loading at
-// once, each weight file from the hub at most once.
+// peers unreachable or frozen; a node without the peer credential refused (a token, or under
+// mutual TLS a client certificate); three nodes loading at once, each weight file from the hub at
+// most once.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -392,6 +393,63 @@ TEST_F(PeersTest, ThreeNodesLoadingAtOnceTakeEachWeightFileFromTheHubAtMostOnce)
   EXPECT_EQ(HubWeightBytes(), hub_bytes);
   EXPECT_EQ(Tokens(b), expected_);
   EXPECT_EQ(Tokens(c), expected_);
+}
+
+TEST_F(PeersTest, UnderMutualTlsNodesPresentTheirCertificates) {
+  testing::MakeCa(dir_, "ca");
+  testing::MakeCert(dir_, "node-a", "ca", "/CN=node-a", 2, /*server=*/true);
+  testing::MakeCert(dir_, "node-b", "ca", "/CN=node-b", 2, /*server=*/false);
+  testing::MakeCert(dir_, "ops", "ca", "/CN=ops", 2, /*server=*/false);
+  std::ofstream(dir_ + "/tokens.yaml", std::ios::app)
+      << "  - {name: node-b, subject: \"CN=node-b\", tenant: cluster, role: peer}\n"
+      << "  - {name: ops-cert, subject: \"CN=ops\", tenant: ops, role: admin}\n";
+  // Node A serves mutual TLS only; the test calls it as CN=ops.
+  const std::string a_dir = dir_ + "/a";
+  fs::create_directories(a_dir);
+  auto a = std::make_unique<testing::DaemonProcess>();
+  grpc::SslCredentialsOptions ops;
+  ops.pem_root_certs = testing::ReadFile(dir_ + "/ca.pem");
+  ops.pem_cert_chain = testing::ReadFile(dir_ + "/ops.pem");
+  ops.pem_private_key = testing::ReadFile(dir_ + "/ops.key");
+  a->set_credentials(grpc::SslCredentials(ops));
+  ASSERT_TRUE(a->Start(absl::StrCat("hub: {cache_dir: ", a_dir, "/hub, endpoint: ", hub_.endpoint(),
+                                    "}\nauth: {tokens_file: ", dir_, "/tokens.yaml}\n",
+                                    "tls: {cert_file: ", dir_, "/node-a.pem, key_file: ", dir_,
+                                    "/node-a.key, client_ca_file: ", dir_, "/ca.pem}\n"),
+                       a_dir)
+                  .ok());
+  client::ConnectOptions as_ops;
+  as_ops.tls_ca_file = dir_ + "/ca.pem";
+  as_ops.tls_cert_file = dir_ + "/ops.pem";
+  as_ops.tls_key_file = dir_ + "/ops.key";
+  std::unique_ptr<client::Df11Client> a_client = *client::Df11Client::Connect(a->address(), as_ops);
+  v1::LoadModelRequest request;
+  request.set_source(kRepo);
+  absl::StatusOr<v1::LoadModelProgress> loaded_a = a_client->LoadModel(request, nullptr);
+  ASSERT_TRUE(loaded_a.ok()) << loaded_a.status();
+  ASSERT_EQ(loaded_a->model().state(), v1::MODEL_STATE_READY);
+  absl::StatusOr<std::vector<int32_t>> expected = GreedyTokens(*a_client, kRepo);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  const int64_t hub_bytes = HubWeightBytes();
+
+  // B presents its certificate: every weight file from A.
+  const std::string tls_to_a =
+      absl::StrCat("addresses: [", a->address(), "], timeout: 1s, ca_file: ", dir_, "/ca.pem");
+  testing::DaemonProcess& b =
+      StartNode("b", absl::StrCat(tls_to_a, ", cert_file: ", dir_, "/node-b.pem, key_file: ", dir_,
+                                  "/node-b.key"));
+  LoadResult from_b = Load(b);
+  ASSERT_EQ(from_b.state, v1::MODEL_STATE_READY) << from_b.status << from_b.failure;
+  EXPECT_EQ(HubWeightBytes(), hub_bytes);
+  EXPECT_EQ(Tokens(b), *expected);
+
+  // C trusts A's CA but has no certificate of its own: A refuses it, the hub serves it.
+  testing::DaemonProcess& c = StartNode("c", tls_to_a);
+  LoadResult from_c = Load(c);
+  ASSERT_EQ(from_c.state, v1::MODEL_STATE_READY) << from_c.status << from_c.failure;
+  EXPECT_EQ(HubWeightBytes() - hub_bytes, WeightBytes());
+  EXPECT_EQ(DownloadedBytes(c, "peer"), 0);
+  EXPECT_EQ(a->Terminate(), 0);
 }
 
 }  // namespace

@@ -35,24 +35,6 @@ std::string Read(const std::string& path) {
   return text.str();
 }
 
-// openssl in `dir`: a CA, and certificates it signs.
-void MakeCa(const std::string& dir, const std::string& name) {
-  testing::MustRun(absl::StrCat("cd ", dir, " && openssl req -x509 -newkey ec -pkeyopt ",
-                                "ec_paramgen_curve:prime256v1 -nodes -keyout ", name, ".key -out ",
-                                name, ".pem -subj /CN=", name, " -days 2"));
-}
-void MakeCert(const std::string& dir, const std::string& name, const std::string& ca,
-              const std::string& subject, int days, bool server) {
-  const std::string ext = dir + "/" + name + ".ext";
-  std::ofstream(ext) << (server ? "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-                                : "extendedKeyUsage=clientAuth\n");
-  testing::MustRun(absl::StrCat(
-      "cd ", dir,
-      " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ", name,
-      ".key -out ", name, ".csr -subj ", subject, " && openssl x509 -req -in ", name, ".csr -CA ",
-      ca, ".pem -CAkey ", ca, ".key -days ", days, " -extfile ", ext, " -out ", name, ".pem"));
-}
-
 constexpr char kDemoSubject[] = "CN=team-a-ci";
 
 class TlsTest : public ::testing::Test {
@@ -62,13 +44,13 @@ class TlsTest : public ::testing::Test {
     std::signal(SIGPIPE, SIG_IGN);
     dir_ = new std::string(testing::MakeTempDir());
     const std::string& d = *dir_;
-    MakeCa(d, "ca1");
-    MakeCa(d, "ca2");
-    MakeCert(d, "server", "ca1", "/CN=df11d", 2, true);
-    MakeCert(d, "server-rotated", "ca2", "/CN=df11d", 2, true);
-    MakeCert(d, "client", "ca1", "/CN=team-a-ci", 2, false);
-    MakeCert(d, "client-other-ca", "ca2", "/CN=team-a-ci", 2, false);
-    MakeCert(d, "client-expired", "ca1", "/CN=team-a-ci", -1, false);
+    testing::MakeCa(d, "ca1");
+    testing::MakeCa(d, "ca2");
+    testing::MakeCert(d, "server", "ca1", "/CN=df11d", 2, true);
+    testing::MakeCert(d, "server-rotated", "ca2", "/CN=df11d", 2, true);
+    testing::MakeCert(d, "client", "ca1", "/CN=team-a-ci", 2, false);
+    testing::MakeCert(d, "client-other-ca", "ca2", "/CN=team-a-ci", 2, false);
+    testing::MakeCert(d, "client-expired", "ca1", "/CN=team-a-ci", -1, false);
     // The files the daemon watches.
     fs::copy_file(d + "/server.pem", d + "/tls.pem");
     fs::copy_file(d + "/server.key", d + "/tls.key");
