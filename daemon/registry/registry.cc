@@ -355,6 +355,12 @@ void Registry::MarkFailed(const ModelKey& key, const ResidentModel& model,
   e.state = ModelState::kFailed;
   e.failure_reason = std::string(why.message());
   e.model.reset();
+  audit::Record({.event = "model_failed",
+                 .tenant = key.owner,
+                 .source = e.source,
+                 .model = key.name,
+                 .outcome = why,
+                 .message = e.failure_reason});
   changed_.notify_all();
 }
 

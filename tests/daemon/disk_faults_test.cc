@@ -279,7 +279,11 @@ TEST(ModelFilesTest, AFileModifiedInPlaceFailsItsModelBeforeAnyRequestReadsIt) {
   { std::ofstream(bf16_file, std::ios::binary | std::ios::trunc) << catalog_bytes; }
   EXPECT_EQ(GreedyTokens(*c, "catalog").value_or(std::vector<int32_t>{}), *catalog);
   EXPECT_EQ(GreedyTokens(*c, "demo").value_or(std::vector<int32_t>{}), *demo);
-  EXPECT_THAT(ReadFile(dir + "/df11d.log"), HasSubstr("can no longer be served"));
+  const std::string log = ReadFile(dir + "/df11d.log");
+  EXPECT_THAT(log, HasSubstr("can no longer be served"));
+  // Each model turned FAILED is in the audit log, with why.
+  EXPECT_THAT(log, HasSubstr(R"("audit":"model_failed")"));
+  EXPECT_THAT(log, HasSubstr(R"("model":"loaded","outcome":"DATA_LOSS")"));
   EXPECT_EQ(daemon.Terminate(), 0);
   fs::remove_all(dir);
 }
