@@ -345,6 +345,8 @@ absl::Status HubClient::Download(const std::string& repo_id, const std::string& 
         });
     if (!sink_error.ok()) {
       if (absl::IsDataLoss(sink_error)) {
+        // Whatever the file holds is suspect: the next download starts it again.
+        std::remove(partial.c_str());
         return absl::DataLossError(absl::StrCat(what, ": ", sink_error.message()));
       }
       return with_file(sink_error);

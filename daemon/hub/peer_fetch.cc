@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <atomic>
 #include <future>
+#include <map>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/hub/cache.h"
 #include "daemon/hub/partial_blob.h"
 
 namespace df11::hub {
@@ -42,7 +46,79 @@ void AskInGroups(const std::vector<std::string>& peers, int at_once, const Ask& 
   }
 }
 
+constexpr char kLocalErrorPayload[] = "df11.dev/peer-fetch/local";
+
+// `status` marked as this node's own failure (its cache's file system), not a peer's.
+absl::Status Local(absl::Status status) {
+  status.SetPayload(kLocalErrorPayload, absl::Cord("1"));
+  return status;
+}
+
+// Whether a transfer still deserves waiting for, asked every 100 ms: a peer that sends nothing
+// for a window (after the time it needs to hash what precedes the offset) or, once bytes flow,
+// fewer than the floor gives way to the next source.
+class TransferWatch {
+ public:
+  TransferWatch(const PeerFetchOptions& options, uint64_t offset, Clock::time_point now)
+      : options_(options),
+        window_(options.window_seconds),
+        // The peer hashes the blob up to the offset first, at 256 MB/s or more.
+        first_byte_within_(options.window_seconds + static_cast<double>(offset) / 256e6),
+        seen_(offset),
+        seen_at_(now) {}
+
+  // Empty while the transfer may go on; otherwise why not.
+  std::string Verdict(uint64_t bytes_now, Clock::time_point now) {
+    if (bytes_now != seen_) {
+      if (!floor_) floor_.emplace(options_, seen_, seen_at_);
+      seen_ = bytes_now;
+      seen_at_ = now;
+    }
+    if (floor_ && !floor_->Holds(bytes_now, now)) {
+      return absl::StrCat("slower than the floor of ", options_.min_bytes_per_second,
+                          " bytes/s over ", options_.window_seconds, " s");
+    }
+    const std::chrono::duration<double> silent = now - seen_at_;
+    if (silent > (floor_ ? window_ : first_byte_within_)) {
+      return absl::StrCat("sent nothing for ", static_cast<int64_t>(silent.count()), " s");
+    }
+    return "";
+  }
+
+ private:
+  const PeerFetchOptions options_;
+  const std::chrono::duration<double> window_, first_byte_within_;
+  std::optional<ThroughputFloor> floor_;  // from the first byte on
+  uint64_t seen_;
+  Clock::time_point seen_at_;
+};
+
 }  // namespace
+
+bool IsLocalCacheError(const absl::Status& status) {
+  return status.GetPayload(kLocalErrorPayload).has_value();
+}
+
+absl::Status CheckPeerListing(const PeerSnapshot& listing, const std::string& revision) {
+  if (!IsCommit(listing.commit)) {
+    return absl::DataLossError(
+        absl::StrCat("answered \"", listing.commit.substr(0, 80), "\", which is not a commit id"));
+  }
+  if (IsCommit(revision) && listing.commit != revision) {
+    return absl::DataLossError(
+        absl::StrCat("answered commit ", listing.commit, " for commit ", revision));
+  }
+  for (const RepoFile& f : listing.files) {
+    if (!IsRepoFilePath(f.path)) {
+      return absl::DataLossError(absl::StrCat("listed a file path that leaves the repository: \"",
+                                              f.path.substr(0, 200), "\""));
+    }
+    if (!IsEtag(f.etag())) {
+      return absl::DataLossError(absl::StrCat("listed ", f.path, " with a malformed etag"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 ThroughputFloor::ThroughputFloor(const PeerFetchOptions& options, uint64_t bytes_now,
                                  Clock::time_point now)
@@ -66,27 +142,53 @@ PeerFetcher::PeerFetcher(std::shared_ptr<PeerSource> peers, const std::atomic<bo
     : peers_(std::move(peers)), stop_(stop) {}
 
 absl::StatusOr<PeerSnapshot> PeerFetcher::Resolve(const std::string& repo_id,
-                                                  const std::string& revision) {
+                                                  const std::string& revision,
+                                                  const std::string& preferred_commit) {
   const std::vector<std::string> peers = Shuffled(peers_->Peers());
-  std::optional<PeerSnapshot> found;
-  std::vector<std::string> answers;
+  std::vector<PeerSnapshot> listings;
+  std::vector<std::string> refusals;
   AskInGroups<absl::StatusOr<PeerSnapshot>>(
       peers, peers_->options().ask_at_once,
       [&](const std::string& peer) { return peers_->ResolveSnapshot(peer, repo_id, revision); },
       [&](const std::string& peer, absl::StatusOr<PeerSnapshot> answer) {
-        if (answer.ok() && !found) {
-          found = std::move(*answer);
-          found->peer = peer;
-        } else if (!answer.ok()) {
-          answers.push_back(absl::StrCat(peer, ": ", answer.status().message()));
+        absl::Status status = answer.ok() ? CheckPeerListing(*answer, revision) : answer.status();
+        if (status.ok()) {
+          listings.push_back(*std::move(answer));
+          listings.back().peer = peer;
+        } else {
+          refusals.push_back(absl::StrCat(peer, ": ", status.message()));
         }
-        return found.has_value() || stopped();
+        return !listings.empty() || stopped();
       });
-  if (found) return *std::move(found);
   if (stopped()) return absl::CancelledError("cancelled");
-  return absl::NotFoundError(peers.empty() ? std::string("no peer is known")
-                                           : absl::StrCat("no peer holds ", repo_id, "@", revision,
-                                                          " (", absl::StrJoin(answers, "; "), ")"));
+  if (listings.empty()) {
+    return absl::NotFoundError(peers.empty()
+                                   ? std::string("no peer is known")
+                                   : absl::StrCat("no peer holds ", repo_id, "@", revision, " (",
+                                                  absl::StrJoin(refusals, "; "), ")"));
+  }
+  // The commit: the preferred one when a peer has it, else the one most peers answered.
+  std::map<std::string, int> votes;
+  for (const PeerSnapshot& l : listings) ++votes[l.commit];
+  std::string commit;
+  if (votes.contains(preferred_commit)) {
+    commit = preferred_commit;
+  } else {
+    for (const auto& [c, n] : votes) {
+      if (commit.empty() || n > votes[commit]) commit = c;
+    }
+  }
+  // A peer lists the files it holds complete: together they list what any of them holds.
+  PeerSnapshot merged{.peer = "", .commit = commit, .files = {}};
+  std::set<std::string> paths;
+  for (const PeerSnapshot& l : listings) {
+    if (l.commit != commit) continue;
+    if (merged.peer.empty()) merged.peer = l.peer;
+    for (const RepoFile& f : l.files) {
+      if (paths.insert(f.path).second) merged.files.push_back(f);
+    }
+  }
+  return merged;
 }
 
 absl::StatusOr<std::string> PeerFetcher::Fetch(const std::string& repo_id, const std::string& etag,
@@ -117,11 +219,19 @@ absl::StatusOr<std::string> PeerFetcher::Fetch(const std::string& repo_id, const
           served_by = peer;
           return true;
         }
+        if (IsLocalCacheError(status)) {
+          last = std::move(status);  // no other peer (nor the hub) would fare better
+          return true;
+        }
         if (absl::IsDataLoss(status)) {
           absl::MutexLock lock(&mu_);
           distrusted_.insert(absl::StrCat(peer, " ", etag));
         }
-        last = absl::Status(status.code(), absl::StrCat(peer, ": ", status.message()));
+        // A peer's CANCELLED (it shuts down, or its stall watchdog ended the stream) is not this
+        // load's: the next source's turn.
+        last =
+            absl::Status(absl::IsCancelled(status) ? absl::StatusCode::kUnavailable : status.code(),
+                         absl::StrCat(peer, ": ", status.message()));
         return false;
       });
   if (served_by) return *served_by;
@@ -134,14 +244,13 @@ absl::Status PeerFetcher::FetchFrom(const std::string& peer, const std::string& 
                                     const std::string& partial,
                                     const PeerFetchCallbacks& callbacks) {
   absl::StatusOr<std::unique_ptr<PartialBlob>> opened = PartialBlob::Open(partial, etag, size);
-  if (!opened.ok()) return opened.status();
+  if (!opened.ok()) return Local(opened.status());
   PartialBlob& blob = **opened;
   if (callbacks.started) callbacks.started(peer);
   if (callbacks.progress && blob.size() > 0) callbacks.progress(blob.size());
   const uint64_t resumed_from = blob.size();
-  ThroughputFloor floor(peers_->options(), resumed_from, Clock::now());
-  std::atomic<bool> slow{false};
   std::atomic<uint64_t> held{resumed_from};  // blob.size(), for keep_going's thread
+  std::string given_up;                      // why keep_going ended the transfer
   absl::Status status;
   // A peer serving its most readers answers RESOURCE_EXHAUSTED: it is asked again, backing off,
   // for up to a window before the next source is tried.
@@ -151,6 +260,7 @@ absl::Status PeerFetcher::FetchFrom(const std::string& peer, const std::string& 
                          std::chrono::duration<double>(peers_->options().window_seconds));
   while (blob.size() < size) {
     absl::Status local_error;  // the cache's, not the peer's (a full disk)
+    TransferWatch watch(peers_->options(), blob.size(), Clock::now());
     status = peers_->ReadBlob(
         peer, repo_id, etag, blob.size(),
         [&](uint64_t offset, const char* data, size_t n) -> absl::Status {
@@ -169,29 +279,24 @@ absl::Status PeerFetcher::FetchFrom(const std::string& peer, const std::string& 
         },
         [&] {
           if (stopped()) return false;
-          slow = !floor.Holds(held, Clock::now());
-          return !slow;
+          given_up = watch.Verdict(held, Clock::now());
+          return given_up.empty();
         });
-    if (!local_error.ok()) return local_error;
+    if (!local_error.ok()) return Local(local_error);
     if (!absl::IsResourceExhausted(status) || stopped() || Clock::now() + backoff > busy_until) {
       break;
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
-    floor = ThroughputFloor(peers_->options(), blob.size(), Clock::now());
   }
-  if (slow) {
-    status = absl::DeadlineExceededError(
-        absl::StrCat("slower than the floor of ", peers_->options().min_bytes_per_second,
-                     " bytes/s over ", peers_->options().window_seconds, " s"));
-  }
+  if (!given_up.empty()) status = absl::DeadlineExceededError(given_up);
   if (absl::IsDataLoss(status)) {
     // A peer that sent wrong bytes may have sent others before them: none is kept.
-    (void)blob.Restart();
+    if (absl::Status s = blob.Restart(); !s.ok()) return Local(s);
     return status;
   }
   // Whatever ended the transfer, what arrived is kept for the next source to resume after.
-  if (absl::Status s = blob.Flush(); !s.ok()) return s;
+  if (absl::Status s = blob.Flush(); !s.ok()) return Local(s);
   if (!status.ok()) return status;
   if (blob.size() < size) {
     return absl::UnavailableError(
@@ -203,6 +308,7 @@ absl::Status PeerFetcher::FetchFrom(const std::string& peer, const std::string& 
     // a second chance with the whole blob, which settles whose bytes they were.
     return FetchFrom(peer, repo_id, etag, size, partial, callbacks);
   }
+  if (!finished.ok() && !absl::IsDataLoss(finished)) return Local(finished);  // fsync
   return finished;
 }
 

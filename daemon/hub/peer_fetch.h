@@ -46,6 +46,11 @@ struct PeerSnapshot {
   std::vector<RepoFile> files;  // complete files: path, size and etag
 };
 
+// OK when a peer's answer for `revision` is one this node may write to its cache: a full commit
+// id (`revision` itself when that is a commit), and files whose paths stay in the repository and
+// whose etags are blob names. kDataLoss naming what is wrong.
+absl::Status CheckPeerListing(const PeerSnapshot& listing, const std::string& revision);
+
 class PeerSource {
  public:
   explicit PeerSource(PeerFetchOptions options) : options_(options) {}
@@ -75,6 +80,10 @@ class PeerSource {
   const PeerFetchOptions options_;
 };
 
+// Whether `status` from PeerFetcher::Fetch is this node's own failure (its cache's file system:
+// full, unwritable), which no other source would avoid.
+bool IsLocalCacheError(const absl::Status& status);
+
 // Whether a transfer keeps above a throughput floor: at each window's end, the bytes of that
 // window must be at least min_bytes_per_second × window.
 class ThroughputFloor {
@@ -102,17 +111,22 @@ class PeerFetcher {
   // `stop` (may be null) cancels waits and transfers.
   PeerFetcher(std::shared_ptr<PeerSource> peers, const std::atomic<bool>* stop);
 
-  // The first answer of a peer that holds `revision` of `repo_id`, peers asked ask_at_once at a
-  // time. kNotFound when none does (or none answers), naming what each said.
-  absl::StatusOr<PeerSnapshot> Resolve(const std::string& repo_id, const std::string& revision);
+  // `revision` of `repo_id` as the peers hold it, asked ask_at_once at a time until one group
+  // has answers: the commit `preferred_commit` (this node's ref) when a peer has it, else the
+  // commit most of them answered; its files, those any of them holds complete (each peer lists
+  // only those). `peer` names the first peer that answered with that commit. An answer that
+  // fails CheckPeerListing is refused. kNotFound when no peer holds it (naming what each said).
+  absl::StatusOr<PeerSnapshot> Resolve(const std::string& repo_id, const std::string& revision,
+                                       const std::string& preferred_commit = "");
 
   // Makes `partial` (the blob's `.incomplete` file, held under the blob's lock) the complete,
   // verified blob `etag` of `size` bytes from a peer that holds it, resuming what the file holds.
   // Returns the peer. On failure the file keeps the bytes that arrived, unless they proved
-  // corrupt (then it is removed): kNotFound when no peer holds the blob; otherwise the last
-  // peer's error (kUnavailable, kDataLoss, kDeadlineExceeded for a slow one, ...).
-  // kCancelled when stopped. A peer that sent a blob not matching its etag is not asked for it
-  // again by this fetcher.
+  // corrupt (then it is removed): kNotFound when no peer holds the blob; this node's own cache
+  // error (IsLocalCacheError: a full disk) at once; otherwise the last peer's error
+  // (kUnavailable, also for a peer's CANCELLED; kDataLoss; kDeadlineExceeded for a peer slower
+  // than the floor, or silent for a window). kCancelled only when stopped. A peer that sent a
+  // blob not matching its etag is not asked for it again by this fetcher.
   absl::StatusOr<std::string> Fetch(const std::string& repo_id, const std::string& etag,
                                     uint64_t size, const std::string& partial,
                                     const PeerFetchCallbacks& callbacks);

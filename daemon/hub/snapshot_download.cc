@@ -43,6 +43,33 @@ bool IsCachedFile(const std::string& path) {
   return fs::is_regular_file(path, ec);  // follows the snapshot's symlink to its blob
 }
 
+// The commit refs/{revision} names in `cache`, or "" when there is none.
+std::string RefCommit(const RepoCache& cache, const std::string& revision) {
+  std::ifstream ref(fs::path(cache.folder()) / "refs" / revision);
+  std::stringstream text;
+  text << ref.rdbuf();
+  const std::string commit(absl::StripAsciiWhitespace(text.str()));
+  return ref && IsCommit(commit) ? commit : "";
+}
+
+// The files complete in snapshot `directory` that match `include`.
+std::vector<SnapshotFile> CachedFiles(const std::string& directory,
+                                      const std::vector<std::string>& include) {
+  std::vector<SnapshotFile> files;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(directory, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!IsCachedFile(it->path().string())) continue;
+    // Lexically: fs::relative would follow the link to its blob.
+    const std::string path = it->path().lexically_relative(directory).generic_string();
+    if (!MatchesAny(path, include)) continue;
+    std::error_code size_error;
+    files.push_back(
+        {.path = path, .size = fs::file_size(it->path(), size_error), .cached = true, .etag = ""});
+  }
+  return files;
+}
+
 // The files of `listing` at `commit` that match `include`, each marked cached or not.
 Snapshot FromListing(const std::string& cache_dir, const ModelSource& source,
                      const std::string& commit, const std::vector<RepoFile>& listing,
@@ -99,26 +126,14 @@ absl::StatusOr<Snapshot> SnapshotDownloader::ResolveFromCache(
              .resolved_by = ""};
   const std::string what = absl::StrCat(source.repo_id, "@", source.revision);
   if (!IsCommit(source.revision)) {
-    std::ifstream ref(fs::path(cache.folder()) / "refs" / source.revision);
-    std::stringstream text;
-    text << ref.rdbuf();
-    s.commit = std::string(absl::StripAsciiWhitespace(text.str()));
-    if (!ref || !IsCommit(s.commit)) {
+    s.commit = RefCommit(cache, source.revision);
+    if (s.commit.empty()) {
       return absl::UnavailableError(
           absl::StrCat(what, " is not in the hub cache ", settings_.cache_dir, " and ", reason));
     }
   }
   s.directory = cache.SnapshotDir(s.commit);
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(s.directory, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    if (!IsCachedFile(it->path().string())) continue;
-    // Lexically: fs::relative would follow the link to its blob.
-    const std::string path = it->path().lexically_relative(s.directory).generic_string();
-    if (!MatchesAny(path, include)) continue;
-    s.files.push_back(
-        {.path = path, .size = fs::file_size(it->path(), ec), .cached = true, .etag = ""});
-  }
+  s.files = CachedFiles(s.directory, include);
   if (s.files.empty()) {
     return absl::UnavailableError(absl::StrCat(what, " (commit ", s.commit,
                                                ") has no matching files in the hub cache ",
@@ -147,21 +162,33 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
     // A peer can answer for an unreachable hub: one retry, not a minute of backoff, before it.
     first_try.max_retries = std::min(first_try.max_retries, 1);
   }
-  HubClient client(first_try, &stop_);
-  absl::StatusOr<std::string> commit = IsCommit(source.revision)
-                                           ? absl::StatusOr<std::string>(source.revision)
-                                           : client.ResolveCommit(source.repo_id, source.revision);
-  absl::StatusOr<std::vector<RepoFile>> listing =
-      commit.ok() ? client.ListFiles(source.repo_id, *commit) : commit.status();
-  if (!listing.ok()) {
+  // The commit and its files, as the hub lists them.
+  auto ask_hub = [&](const HubSettings& settings)
+      -> std::pair<absl::StatusOr<std::string>, absl::StatusOr<std::vector<RepoFile>>> {
+    HubClient client(settings, &stop_);
+    absl::StatusOr<std::string> commit =
+        IsCommit(source.revision) ? absl::StatusOr<std::string>(source.revision)
+                                  : client.ResolveCommit(source.repo_id, source.revision);
+    absl::StatusOr<std::vector<RepoFile>> listing =
+        commit.ok() ? client.ListFiles(source.repo_id, *commit) : commit.status();
+    return {std::move(commit), std::move(listing)};
+  };
+  auto [commit, listing] = ask_hub(first_try);
+  if (absl::IsUnavailable(listing.status())) {
     // As huggingface_hub: an unreachable hub falls back to the cache; "not found" and auth
-    // errors do not, so that they are seen. A peer that holds the revision comes first: it
-    // lists every file, where the cache may hold only some.
-    if (!absl::IsUnavailable(listing.status())) return listing.status();
+    // errors do not, so that they are seen. Peers that hold the revision come first: together
+    // they may hold files this node's cache lacks.
     if (std::optional<Snapshot> from_peer = ResolveFromPeers(source, include)) {
       DF11_RETURN_IF_ERROR(Admit(*from_peer, include));
       return *std::move(from_peer);
     }
+    if (first_try.max_retries < settings_.max_retries && !cached) {
+      // No peer holds it: the hub's retries after all (a 429's wait included).
+      std::tie(commit, listing) = ask_hub(settings_);
+    }
+  }
+  if (!listing.ok()) {
+    if (!absl::IsUnavailable(listing.status())) return listing.status();
     absl::StatusOr<Snapshot> cached =
         ResolveFromCache(source, include, std::string(listing.status().message()));
     if (!cached.ok()) return cached.status();
@@ -175,10 +202,21 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
 std::optional<Snapshot> SnapshotDownloader::ResolveFromPeers(
     const ModelSource& source, const std::vector<std::string>& include) {
   if (peers_ == nullptr) return std::nullopt;
-  absl::StatusOr<PeerSnapshot> listing = peers_->Resolve(source.repo_id, source.revision);
+  const RepoCache cache(settings_.cache_dir, source.repo_id);
+  const std::string local =
+      IsCommit(source.revision) ? source.revision : RefCommit(cache, source.revision);
+  absl::StatusOr<PeerSnapshot> listing = peers_->Resolve(source.repo_id, source.revision, local);
   if (!listing.ok()) return std::nullopt;
   Snapshot s = FromListing(settings_.cache_dir, source, listing->commit, listing->files, include);
   s.resolved_by = listing->peer;
+  if (listing->commit == local) {
+    // What this node holds of the snapshot and no peer listed.
+    for (SnapshotFile& f : CachedFiles(s.directory, include)) {
+      const bool listed = std::any_of(s.files.begin(), s.files.end(),
+                                      [&](const SnapshotFile& l) { return l.path == f.path; });
+      if (!listed) s.files.push_back(std::move(f));
+    }
+  }
   return s;
 }
 
@@ -221,7 +259,11 @@ absl::Status SnapshotDownloader::Admit(const Snapshot& s,
         what, ": ", bytes_to_write, " bytes to download, but the file system of the hub cache ",
         settings_.cache_dir, " has ", *free_bytes, " bytes free"));
   }
-  DF11_RETURN_IF_ERROR(cache.WriteRef(s.revision, s.commit));
+  // The hub's answer is the truth; a peer's names a commit it holds, which may be older than the
+  // ref this node already has: that ref stays, for the hub to move when it is back.
+  if (s.resolved_by.empty() || RefCommit(cache, s.revision).empty()) {
+    DF11_RETURN_IF_ERROR(cache.WriteRef(s.revision, s.commit));
+  }
   return cache.EnsureCacheDirTag();
 }
 
@@ -273,6 +315,11 @@ absl::Status SnapshotDownloader::FetchFile(const Snapshot& snapshot, const Snaps
   if (file.etag.empty()) DF11_RETURN_IF_ERROR(fetch_metadata());
   const std::string etag = file.etag.empty() ? metadata->etag : file.etag;
   const uint64_t size = file.etag.empty() ? metadata->size : file.size;
+  if (size > settings_.max_file_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(snapshot.repo_id, "@", snapshot.commit, ": ", file.path, ": ", size,
+                     " bytes is more than the limit of ", settings_.max_file_bytes, " per file"));
+  }
   const std::string blob = cache.BlobPath(etag);
   if (!IsCachedFile(blob)) {
     // One writer per blob across threads and processes; a second one finds the blob done.
@@ -302,7 +349,9 @@ absl::Status SnapshotDownloader::FetchFile(const Snapshot& snapshot, const Snaps
                                   [&](uint64_t bytes) {
                                     if (callbacks.received) callbacks.received("peer", bytes);
                                   }});
-        if (absl::IsCancelled(peer.status())) return peer.status();
+        if (stop_) return absl::CancelledError("download cancelled");
+        // This node's own cache failing (a full disk) would fail the hub's bytes too.
+        if (IsLocalCacheError(peer.status())) return peer.status();
       }
       if (!peer.ok()) {
         // The hub, resuming after what the peers left.
@@ -339,8 +388,10 @@ absl::Status SnapshotDownloader::DownloadFromHub(const Snapshot& snapshot, const
   if (ec) held = 0;
   return client.Download(snapshot.repo_id, file.path, metadata, partial, [&](uint64_t bytes) {
     if (callbacks.progress) callbacks.progress(file.path, bytes, metadata.size);
-    if (bytes > held && callbacks.received) callbacks.received("hub", bytes - held);
-    held = bytes;  // a restart from 0 (the hub ignored Range) counts again from there
+    // Fewer bytes than before: the file restarted from 0 (the hub ignored Range).
+    const uint64_t before = bytes >= held ? held : 0;
+    if (bytes > before && callbacks.received) callbacks.received("hub", bytes - before);
+    held = bytes;
   });
 }
 

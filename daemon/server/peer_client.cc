@@ -121,7 +121,11 @@ std::vector<std::string> PeerClient::Resolve() const {
     }
     for (const struct addrinfo* a = found; a != nullptr; a = a->ai_next) {
       const std::string address = AddressOf(a->ai_addr, port);
-      if (own.contains(address)) continue;
+      // Any loopback address (127.0.1.1 of /etc/hosts too) on this node's port is this node.
+      const bool loopback =
+          a->ai_addr->sa_family == AF_INET &&
+          (ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+      if (own.contains(address) || (loopback && port == std::to_string(own_port_))) continue;
       if (std::find(peers.begin(), peers.end(), address) == peers.end()) peers.push_back(address);
     }
     ::freeaddrinfo(found);
@@ -130,23 +134,33 @@ std::vector<std::string> PeerClient::Resolve() const {
 }
 
 std::vector<std::string> PeerClient::Peers() {
-  absl::MutexLock lock(&mu_);
   const auto now = std::chrono::steady_clock::now();
-  if (!resolved_at_ ||
-      now - *resolved_at_ >= std::chrono::duration<double>(options_.refresh_seconds)) {
-    peers_ = Resolve();
-    resolved_at_ = now;
+  {
+    absl::MutexLock lock(&mu_);
+    if (resolved_at_ &&
+        now - *resolved_at_ < std::chrono::duration<double>(options_.refresh_seconds)) {
+      return peers_;
+    }
   }
+  // Resolved without the lock: a slow DNS answer holds up no other call.
+  std::vector<std::string> peers = Resolve();
+  absl::MutexLock lock(&mu_);
+  peers_ = std::move(peers);
+  resolved_at_ = now;
+  // The connections of peers that are gone (pods replaced) go with them.
+  std::erase_if(stubs_, [&](const auto& entry) {
+    return std::find(peers_.begin(), peers_.end(), entry.first) == peers_.end();
+  });
   return peers_;
 }
 
-df11::v1::ShardService::Stub& PeerClient::Stub(const std::string& peer) {
+std::shared_ptr<df11::v1::ShardService::Stub> PeerClient::Stub(const std::string& peer) {
   absl::MutexLock lock(&mu_);
-  std::unique_ptr<df11::v1::ShardService::Stub>& stub = stubs_[peer];
+  std::shared_ptr<df11::v1::ShardService::Stub>& stub = stubs_[peer];
   if (stub == nullptr) {
     stub = df11::v1::ShardService::NewStub(grpc::CreateChannel(peer, credentials_));
   }
-  return *stub;
+  return stub;
 }
 
 void PeerClient::Prepare(grpc::ClientContext& context, bool deadline) const {
@@ -167,7 +181,8 @@ absl::StatusOr<hub::PeerSnapshot> PeerClient::ResolveSnapshot(const std::string&
   request.set_repo_id(repo_id);
   request.set_revision(revision);
   df11::v1::SnapshotListing listing;
-  if (absl::Status s = FromGrpc(Stub(peer).ResolveSnapshot(&context, request, &listing)); !s.ok()) {
+  if (absl::Status s = FromGrpc(Stub(peer)->ResolveSnapshot(&context, request, &listing));
+      !s.ok()) {
     return s;
   }
   hub::PeerSnapshot snapshot{.peer = peer, .commit = listing.commit(), .files = {}};
@@ -189,7 +204,7 @@ absl::StatusOr<std::optional<uint64_t>> PeerClient::StatBlob(const std::string& 
   request.set_repo_id(repo_id);
   request.add_etags(etag);
   df11::v1::StatBlobsResponse response;
-  if (absl::Status s = FromGrpc(Stub(peer).StatBlobs(&context, request, &response)); !s.ok()) {
+  if (absl::Status s = FromGrpc(Stub(peer)->StatBlobs(&context, request, &response)); !s.ok()) {
     return s;
   }
   if (response.blobs_size() != 1 || response.blobs(0).etag() != etag) {

@@ -33,7 +33,9 @@ struct PeerClientOptions {
   std::string dns;                     // a name whose A/AAAA records are the peers, on `port`
   int port = 7411;
   double refresh_seconds = 30;  // how often `dns` (and the addresses' names) are resolved again
-  double timeout_seconds = 5;   // StatBlobs and ResolveSnapshot; the start of a ReadBlob
+  // StatBlobs and ResolveSnapshot; the window of fetch.min_bytes_per_second, and how long a
+  // ReadBlob may send nothing (after the time the peer needs to hash what precedes the offset).
+  double timeout_seconds = 5;
   std::string token;            // presented as `authorization: Bearer TOKEN`; empty: none
   std::string tls_ca_file;      // TLS to the peers: the CA their certificates chain to
   std::string tls_cert_file;    // mutual TLS: this node's client certificate and key
@@ -63,7 +65,9 @@ class PeerClient final : public hub::PeerSource {
 
  private:
   PeerClient(PeerClientOptions options, std::shared_ptr<grpc::ChannelCredentials> credentials);
-  df11::v1::ShardService::Stub& Stub(const std::string& peer);
+  // The stub of `peer`'s channel (kept while `peer` is one of the peers; a caller's copy outlives
+  // its removal).
+  std::shared_ptr<df11::v1::ShardService::Stub> Stub(const std::string& peer);
   // `context` with the token and, when `deadline`, the timeout.
   void Prepare(grpc::ClientContext& context, bool deadline) const;
   // Resolves the configured names to IP:PORT addresses, this node's left out.
@@ -76,7 +80,7 @@ class PeerClient final : public hub::PeerSource {
   absl::Mutex mu_;
   std::vector<std::string> peers_ ABSL_GUARDED_BY(mu_);
   std::optional<std::chrono::steady_clock::time_point> resolved_at_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::unique_ptr<df11::v1::ShardService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<df11::v1::ShardService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace df11::server

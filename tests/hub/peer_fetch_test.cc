@@ -69,6 +69,8 @@ struct FakePeer {
   int64_t cut_after = -1;  // the stream fails (kUnavailable) after this many bytes of a call
   int delay_ms = 0;        // before each chunk
   int busy = 0;            // the next this many reads answer kResourceExhausted (all readers busy)
+  bool silent = false;     // reads send nothing, until keep_going says to stop
+  absl::Status fail_with;  // reads end with this at once
   size_t chunk = 64 << 10;
 };
 
@@ -112,6 +114,11 @@ class FakePeers final : public PeerSource {
     if (p.busy > 0) {
       --p.busy;
       return absl::ResourceExhaustedError("4 readers already");
+    }
+    if (!p.fail_with.ok()) return p.fail_with;
+    while (p.silent) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (!keep_going()) return absl::CancelledError("stopped");
     }
     const std::string& blob = p.blobs.at(etag);
     int64_t sent = 0;
@@ -277,6 +284,37 @@ TEST_F(PeerFetchTest, ABusyPeerIsAskedAgainWithinAWindow) {
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("a:1: 4 readers")));
 }
 
+TEST_F(PeerFetchTest, ASilentPeerIsLeftAfterAWindowEvenWithoutAFloor) {
+  auto peers = std::make_shared<FakePeers>(
+      PeerFetchOptions{.min_bytes_per_second = 0, .window_seconds = 0.2, .ask_at_once = 4});
+  peers->peers["a:1"].blobs[etag_] = blob_;
+  peers->peers["a:1"].silent = true;
+  PeerFetcher fetcher(peers, nullptr);
+  EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("a:1: sent nothing for")));
+}
+
+TEST_F(PeerFetchTest, APeersCancelledIsTheNextSourcesTurnNotTheLoadsEnd) {
+  auto peers = std::make_shared<FakePeers>();
+  peers->peers["a:1"].blobs[etag_] = blob_;
+  peers->peers["a:1"].fail_with = absl::CancelledError("the node is shutting down");
+  PeerFetcher fetcher(peers, nullptr);
+  EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shutting down")));
+}
+
+TEST_F(PeerFetchTest, ThisNodesOwnCacheFailingStopsAtOnce) {
+  auto peers = std::make_shared<FakePeers>();
+  peers->peers["a:1"].blobs[etag_] = blob_;
+  peers->peers["b:1"].blobs[etag_] = blob_;
+  PeerFetcher fetcher(peers, nullptr);
+  const std::string unwritable = (dir_ / "no-such-dir" / (etag_ + ".incomplete")).string();
+  absl::StatusOr<std::string> peer = fetcher.Fetch(kRepo, etag_, blob_.size(), unwritable, {});
+  EXPECT_TRUE(IsLocalCacheError(peer.status())) << peer.status();
+  EXPECT_THAT(peer.status().message(), HasSubstr("hub cache: cannot open"));
+  EXPECT_TRUE(peers->reads().empty());
+}
+
 TEST_F(PeerFetchTest, StopCancels) {
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"].blobs[etag_] = blob_;
@@ -306,17 +344,38 @@ TEST(ThroughputFloorTest, HoldsUntilAWholeWindowBringsTooFewBytes) {
   EXPECT_TRUE(off.Holds(0, t0 + std::chrono::hours(1)));
 }
 
-TEST(PeerResolveTest, TheFirstPeerThatHoldsTheRevisionAnswers) {
-  auto peers = std::make_shared<FakePeers>();
+RepoFile File(const std::string& path, char etag) {
+  return {.path = path, .size = 1, .lfs_sha256 = std::string(64, etag), .git_oid = ""};
+}
+
+TEST(PeerResolveTest, ThePeersThatHoldTheRevisionAnswerTogether) {
+  // One group of peers asked at once: their answers are merged.
+  auto peers = std::make_shared<FakePeers>(
+      PeerFetchOptions{.min_bytes_per_second = 0, .window_seconds = 1, .ask_at_once = 8});
+  const std::string c(40, 'c'), d(40, 'd');
   peers->peers["a:1"].unreachable = true;
   peers->peers["b:1"] = {};
+  // Two peers hold commit c, each some of its files; one holds an older commit d.
   peers->peers["c:1"].snapshots[std::string(kRepo) + "@main"] = {
-      .peer = "", .commit = std::string(40, 'c'), .files = {}};
+      .peer = "", .commit = c, .files = {File("config.json", '1'), File("w1.safetensors", '2')}};
+  peers->peers["c:2"].snapshots[std::string(kRepo) + "@main"] = {
+      .peer = "", .commit = c, .files = {File("config.json", '1'), File("w2.safetensors", '3')}};
+  peers->peers["d:1"].snapshots[std::string(kRepo) + "@main"] = {
+      .peer = "", .commit = d, .files = {File("config.json", '4')}};
   PeerFetcher fetcher(peers, nullptr);
   absl::StatusOr<PeerSnapshot> s = fetcher.Resolve(kRepo, "main");
   ASSERT_THAT(s.status(), IsOk());
-  EXPECT_EQ(s->peer, "c:1");
-  EXPECT_EQ(s->commit, std::string(40, 'c'));
+  EXPECT_EQ(s->commit, c);  // most peers hold it
+  EXPECT_THAT(s->peer, ::testing::StartsWith("c:"));
+  std::vector<std::string> paths;
+  for (const RepoFile& f : s->files) paths.push_back(f.path);
+  EXPECT_THAT(paths,
+              ::testing::UnorderedElementsAre("config.json", "w1.safetensors", "w2.safetensors"));
+  // This node's ref names d: a peer that holds d is preferred.
+  absl::StatusOr<PeerSnapshot> preferred = fetcher.Resolve(kRepo, "main", d);
+  ASSERT_THAT(preferred.status(), IsOk());
+  EXPECT_EQ(preferred->commit, d);
+  EXPECT_EQ(preferred->peer, "d:1");
   EXPECT_THAT(
       fetcher.Resolve(kRepo, "v2").status(),
       StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("a:1: connection refused"),
@@ -428,6 +487,23 @@ TEST_F(PeersBeforeHubTest, WithTheHubDownARevisionResolvesThroughAPeer) {
   EXPECT_EQ(Cached("model.safetensors"), weights_);
   // The ref is written as a hub resolution writes it, so the cache alone serves it next time.
   EXPECT_EQ(ReadFile(dir_ / "cache" / "models--test-org--tiny" / "refs" / "main"), commit_);
+}
+
+TEST_F(PeersBeforeHubTest, WithTheHubDownWhatThisNodeHoldsCompletesWhatPeersList) {
+  std::map<std::string, std::string> sources;
+  std::map<std::string, uint64_t> received;
+  ASSERT_THAT(Download(hub_.endpoint(), &sources, &received).status(), IsOk());  // all cached
+  // The only peer holds the commit's config alone (it ran an estimate, say).
+  FakePeer& a = PeerWithEverything("a:1");
+  PeerSnapshot& listed = a.snapshots[std::string(kRepo) + "@main"];
+  listed.files.erase(listed.files.begin() + 1);
+  absl::StatusOr<Snapshot> s = Download("http://127.0.0.1:1", &sources, &received);
+  ASSERT_THAT(s.status(), IsOk());
+  EXPECT_EQ(s->resolved_by, "a:1");
+  std::vector<std::string> paths;
+  for (const SnapshotFile& f : s->files) paths.push_back(f.path);
+  EXPECT_THAT(paths, ::testing::UnorderedElementsAre("config.json", "model.safetensors"));
+  EXPECT_EQ(Cached("model.safetensors"), weights_);
 }
 
 TEST_F(PeersBeforeHubTest, TheHubResumesAfterWhatACutOffPeerLeft) {
