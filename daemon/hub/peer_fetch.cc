@@ -70,7 +70,8 @@ class TransferWatch {
   // Empty while the transfer may go on; otherwise why not.
   std::string Verdict(uint64_t bytes_now, Clock::time_point now) {
     if (bytes_now != seen_) {
-      if (!floor_) floor_.emplace(options_, seen_, seen_at_);
+      // From the first byte on: the wait before it (the peer hashing) is not the link's speed.
+      if (!floor_) floor_.emplace(options_, seen_, now);
       seen_ = bytes_now;
       seen_at_ = now;
     }
@@ -195,9 +196,10 @@ absl::StatusOr<std::string> PeerFetcher::Fetch(const std::string& repo_id, const
                                                uint64_t size, const std::string& partial,
                                                const PeerFetchCallbacks& callbacks) {
   std::vector<std::string> peers;
+  const std::vector<std::string> known = Shuffled(peers_->Peers());  // may resolve names: unlocked
   {
     absl::MutexLock lock(&mu_);
-    for (const std::string& peer : Shuffled(peers_->Peers())) {
+    for (const std::string& peer : known) {
       if (!distrusted_.contains(absl::StrCat(peer, " ", etag))) peers.push_back(peer);
     }
   }
@@ -207,7 +209,7 @@ absl::StatusOr<std::string> PeerFetcher::Fetch(const std::string& repo_id, const
       peers, peers_->options().ask_at_once,
       [&](const std::string& peer) { return peers_->StatBlob(peer, repo_id, etag); },
       [&](const std::string& peer, absl::StatusOr<std::optional<uint64_t>> held) {
-        if (served_by || stopped()) return true;
+        if (served_by || stopped() || IsLocalCacheError(last)) return true;
         if (!held.ok() || !held->has_value()) return false;
         if (**held != size) {
           last = absl::DataLossError(absl::StrCat(peer, " holds blob ", etag, " with ", **held,

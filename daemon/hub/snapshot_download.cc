@@ -174,13 +174,14 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
     return {std::move(commit), std::move(listing)};
   };
   auto [commit, listing] = ask_hub(first_try);
+  absl::Status peer_refusal;  // why the peers' snapshot could not be taken
   if (absl::IsUnavailable(listing.status())) {
     // As huggingface_hub: an unreachable hub falls back to the cache; "not found" and auth
     // errors do not, so that they are seen. Peers that hold the revision come first: together
     // they may hold files this node's cache lacks.
     if (std::optional<Snapshot> from_peer = ResolveFromPeers(source, include)) {
-      DF11_RETURN_IF_ERROR(Admit(*from_peer, include));
-      return *std::move(from_peer);
+      peer_refusal = Admit(*from_peer, include);
+      if (peer_refusal.ok()) return *std::move(from_peer);
     }
     if (first_try.max_retries < settings_.max_retries && !cached) {
       // No peer holds it: the hub's retries after all (a 429's wait included).
@@ -191,7 +192,7 @@ absl::StatusOr<Snapshot> SnapshotDownloader::Resolve(const ModelSource& source,
     if (!absl::IsUnavailable(listing.status())) return listing.status();
     absl::StatusOr<Snapshot> cached =
         ResolveFromCache(source, include, std::string(listing.status().message()));
-    if (!cached.ok()) return cached.status();
+    if (!cached.ok() && !peer_refusal.ok()) return peer_refusal;
     return cached;
   }
   Snapshot s = FromListing(settings_.cache_dir, source, *commit, *listing, include);
@@ -206,7 +207,9 @@ std::optional<Snapshot> SnapshotDownloader::ResolveFromPeers(
   const std::string local =
       IsCommit(source.revision) ? source.revision : RefCommit(cache, source.revision);
   absl::StatusOr<PeerSnapshot> listing = peers_->Resolve(source.repo_id, source.revision, local);
-  if (!listing.ok()) return std::nullopt;
+  // A revision this node has a ref for, and no peer holds that commit: the cache's, as before
+  // peers (the hub moves the ref when it is back).
+  if (!listing.ok() || (!local.empty() && listing->commit != local)) return std::nullopt;
   Snapshot s = FromListing(settings_.cache_dir, source, listing->commit, listing->files, include);
   s.resolved_by = listing->peer;
   if (listing->commit == local) {
@@ -259,11 +262,7 @@ absl::Status SnapshotDownloader::Admit(const Snapshot& s,
         what, ": ", bytes_to_write, " bytes to download, but the file system of the hub cache ",
         settings_.cache_dir, " has ", *free_bytes, " bytes free"));
   }
-  // The hub's answer is the truth; a peer's names a commit it holds, which may be older than the
-  // ref this node already has: that ref stays, for the hub to move when it is back.
-  if (s.resolved_by.empty() || RefCommit(cache, s.revision).empty()) {
-    DF11_RETURN_IF_ERROR(cache.WriteRef(s.revision, s.commit));
-  }
+  DF11_RETURN_IF_ERROR(cache.WriteRef(s.revision, s.commit));
   return cache.EnsureCacheDirTag();
 }
 

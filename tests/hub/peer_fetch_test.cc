@@ -70,6 +70,7 @@ struct FakePeer {
   int delay_ms = 0;        // before each chunk
   int busy = 0;            // the next this many reads answer kResourceExhausted (all readers busy)
   bool silent = false;     // reads send nothing, until keep_going says to stop
+  int first_delay_ms = 0;  // before a read's first chunk (a peer hashing the bytes before it)
   absl::Status fail_with;  // reads end with this at once
   size_t chunk = 64 << 10;
 };
@@ -121,6 +122,10 @@ class FakePeers final : public PeerSource {
       if (!keep_going()) return absl::CancelledError("stopped");
     }
     const std::string& blob = p.blobs.at(etag);
+    for (int waited = 0; waited < p.first_delay_ms; waited += 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (!keep_going()) return absl::CancelledError("stopped");
+    }
     int64_t sent = 0;
     for (uint64_t at = offset; at < blob.size();) {
       if (p.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(p.delay_ms));
@@ -282,6 +287,23 @@ TEST_F(PeerFetchTest, ABusyPeerIsAskedAgainWithinAWindow) {
   peers->peers["a:1"].busy = 1000;
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("a:1: 4 readers")));
+}
+
+TEST_F(PeerFetchTest, TheFloorCountsFromTheFirstByteNotWhileThePeerHashesThePrefix) {
+  // 64 MB held already: the peer hashes them before its first byte, and may take the window
+  // plus 64 MB / 256 MB/s for it.
+  const std::string big = Pattern(65 << 20, 5);
+  const std::string big_etag = Sha256(big);
+  const std::string big_partial = (dir_ / (big_etag + ".incomplete")).string();
+  std::ofstream(big_partial, std::ios::binary) << big.substr(0, 64 << 20);
+  auto peers = std::make_shared<FakePeers>(PeerFetchOptions{
+      .min_bytes_per_second = 10 << 20, .window_seconds = 0.2, .ask_at_once = 4});
+  peers->peers["a:1"].blobs[big_etag] = big;
+  peers->peers["a:1"].first_delay_ms = 350;
+  peers->peers["a:1"].chunk = 16 << 10;
+  PeerFetcher fetcher(peers, nullptr);
+  ASSERT_THAT(fetcher.Fetch(kRepo, big_etag, big.size(), big_partial, {}).status(), IsOk());
+  EXPECT_TRUE(ReadFile(big_partial) == big);
 }
 
 TEST_F(PeerFetchTest, ASilentPeerIsLeftAfterAWindowEvenWithoutAFloor) {
@@ -504,6 +526,21 @@ TEST_F(PeersBeforeHubTest, WithTheHubDownWhatThisNodeHoldsCompletesWhatPeersList
   for (const SnapshotFile& f : s->files) paths.push_back(f.path);
   EXPECT_THAT(paths, ::testing::UnorderedElementsAre("config.json", "model.safetensors"));
   EXPECT_EQ(Cached("model.safetensors"), weights_);
+}
+
+TEST_F(PeersBeforeHubTest, WithTheHubDownAPeersOtherCommitDoesNotReplaceThisNodesRef) {
+  std::map<std::string, std::string> sources;
+  std::map<std::string, uint64_t> received;
+  ASSERT_THAT(Download(hub_.endpoint(), &sources, &received).status(), IsOk());
+  // The only peer holds main at another commit (older, or newer).
+  FakePeer& a = PeerWithEverything("a:1");
+  a.snapshots[std::string(kRepo) + "@main"].commit = std::string(40, 'b');
+  absl::StatusOr<Snapshot> s = Download("http://127.0.0.1:1", &sources, &received);
+  ASSERT_THAT(s.status(), IsOk());
+  EXPECT_EQ(s->commit, commit_);
+  EXPECT_EQ(s->resolved_by, "");
+  EXPECT_FALSE(s->offline_reason.empty());  // the cache's snapshot
+  EXPECT_EQ(ReadFile(dir_ / "cache" / "models--test-org--tiny" / "refs" / "main"), commit_);
 }
 
 TEST_F(PeersBeforeHubTest, TheHubResumesAfterWhatACutOffPeerLeft) {
