@@ -148,9 +148,10 @@ std::vector<std::string> PeerClient::Peers() {
   peers_ = std::move(peers);
   resolved_at_ = now;
   // The connections of peers that are gone (pods replaced) go with them.
-  std::erase_if(stubs_, [&](const auto& entry) {
-    return std::find(peers_.begin(), peers_.end(), entry.first) == peers_.end();
-  });
+  for (auto it = stubs_.begin(); it != stubs_.end();) {
+    const bool gone = std::find(peers_.begin(), peers_.end(), it->first) == peers_.end();
+    it = gone ? stubs_.erase(it) : std::next(it);
+  }
   return peers_;
 }
 
