@@ -31,28 +31,33 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(absl_code, status.error_message());
 }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
+    const ConnectOptions& options) {
+  if (!options.tls()) return grpc::InsecureChannelCredentials();
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("a TLS client certificate needs its key, and the reverse");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (auto [path, out] : {std::pair{&options.tls_ca_file, &ssl.pem_root_certs},
+                           std::pair{&options.tls_cert_file, &ssl.pem_cert_chain},
+                           std::pair{&options.tls_key_file, &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path, std::ios::binary);
+    std::stringstream text;
+    if (in) text << in.rdbuf();
+    if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", *path));
+    *out = text.str();
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 absl::StatusOr<std::unique_ptr<Df11Client>> Df11Client::Connect(const std::string& address,
                                                                 const ConnectOptions& options) {
   if (address.empty()) return absl::InvalidArgumentError("empty daemon address");
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (options.tls()) {
-    if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-      return absl::InvalidArgumentError("a TLS client certificate needs its key, and the reverse");
-    }
-    grpc::SslCredentialsOptions ssl;
-    for (auto [path, out] : {std::pair{&options.tls_ca_file, &ssl.pem_root_certs},
-                             std::pair{&options.tls_cert_file, &ssl.pem_cert_chain},
-                             std::pair{&options.tls_key_file, &ssl.pem_private_key}}) {
-      if (path->empty()) continue;
-      std::ifstream in(*path, std::ios::binary);
-      std::stringstream text;
-      if (in) text << in.rdbuf();
-      if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", *path));
-      *out = text.str();
-    }
-    credentials = grpc::SslCredentials(ssl);
-  }
-  return std::make_unique<Df11Client>(grpc::CreateChannel(address, credentials), options.token);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor(options);
+  if (!credentials.ok()) return credentials.status();
+  return std::make_unique<Df11Client>(grpc::CreateChannel(address, *credentials), options.token);
 }
 
 Df11Client::Df11Client(std::shared_ptr<grpc::Channel> channel, std::string token)

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "df11/v1/model_host.grpc.pb.h"
 #include "df11/v1/model_host.pb.h"
+#include "grpcpp/security/credentials.h"
 
 namespace df11::client {
 
@@ -49,6 +50,11 @@ struct ConnectOptions {
   std::string tls_key_file;
   bool tls() const { return !tls_ca_file.empty() || !tls_cert_file.empty(); }
 };
+
+// The channel credentials `options` asks for: plaintext, TLS, or mutual TLS. kInvalidArgument for
+// a client certificate without its key (or the reverse), or a file that cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
+    const ConnectOptions& options);
 
 // Thread-safe: calls may run concurrently from several threads on one client.
 class Df11Client {

@@ -71,6 +71,20 @@ hub: {{endpoint: "{endpoint}", cache_dir: "{cache}", max_connections: {connectio
         return proc, f"127.0.0.1:{json.load(f)['grpc']}"
 
 
+def make_model(build, work, layers):
+    """The benchmark model in work/model (made once: df11 synth, BF16, one shard per layer, the
+    demo tokenizer), and its size in bytes."""
+    model = os.path.join(work, "model")
+    if not os.path.exists(os.path.join(model, "config.json")):
+        subprocess.run([os.path.join(build, "tools/df11"), "synth", model, "--layers",
+                        str(layers), "--hidden", "2048", "--intermediate", "6144",
+                        "--heads", "16", "--kv-heads", "8", "--vocab", "32768", "--shards"],
+                       check=True, stdout=subprocess.DEVNULL)
+        # The demo model's tokenizer: synth writes weights and config only.
+        shutil.copy(os.path.join(ROOT, "models/demo/tokenizer.json"), model)
+    return model, sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model))
+
+
 def timed(args, env=None):
     start = time.perf_counter()
     out = subprocess.run(args, check=True, stdout=subprocess.PIPE, env=env, text=True).stdout
@@ -106,15 +120,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     procs = []
     try:
-        model = os.path.join(work, "model")
-        if not os.path.exists(os.path.join(model, "config.json")):
-            subprocess.run([os.path.join(a.build, "tools/df11"), "synth", model, "--layers",
-                            str(a.layers), "--hidden", "2048", "--intermediate", "6144",
-                            "--heads", "16", "--kv-heads", "8", "--vocab", "32768", "--shards"],
-                           check=True, stdout=subprocess.DEVNULL)
-            # The demo model's tokenizer: synth writes weights and config only.
-            shutil.copy(os.path.join(ROOT, "models/demo/tokenizer.json"), model)
-        model_bytes = sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model))
+        model, model_bytes = make_model(a.build, work, a.layers)
         hub, endpoint = start_fake_hub(a.build, work, model, 0)
         procs.append(hub)
 

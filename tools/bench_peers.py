@@ -34,7 +34,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_hub import ROOT, download, start_fake_hub, timed, wait_for_file  # noqa: E402
+from bench_hub import (ROOT, download, make_model, start_fake_hub, timed,  # noqa: E402
+                       wait_for_file)
 
 
 class PacedRelay:
@@ -137,14 +138,7 @@ def main():
     procs = []
     relay = None
     try:
-        model = os.path.join(work, "model")
-        if not os.path.exists(os.path.join(model, "config.json")):
-            subprocess.run([os.path.join(a.build, "tools/df11"), "synth", model, "--layers",
-                            str(a.layers), "--hidden", "2048", "--intermediate", "6144",
-                            "--heads", "16", "--kv-heads", "8", "--vocab", "32768", "--shards"],
-                           check=True, stdout=subprocess.DEVNULL)
-            shutil.copy(os.path.join(ROOT, "models/demo/tokenizer.json"), model)
-        model_bytes = sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model))
+        model, model_bytes = make_model(a.build, work, a.layers)
         hub, endpoint = start_fake_hub(a.build, work, model, 0)
         procs.append(hub)
         slow_hub, slow_endpoint = start_fake_hub(a.build, work, model, a.throttle)

@@ -162,10 +162,10 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
         .port = static_cast<int>(config.peer_port),
         .refresh_seconds = config.peer_refresh_seconds,
         .timeout_seconds = config.peer_timeout_seconds,
-        .token = "",
-        .tls_ca_file = config.peer_ca_file,
-        .tls_cert_file = config.peer_cert_file,
-        .tls_key_file = config.peer_key_file,
+        .credential = {.token = "",
+                       .tls_ca_file = config.peer_ca_file,
+                       .tls_cert_file = config.peer_cert_file,
+                       .tls_key_file = config.peer_key_file},
         .fetch = {.min_bytes_per_second = static_cast<double>(config.peer_min_rate),
                   .window_seconds = config.peer_timeout_seconds,
                   .ask_at_once = 4}};
@@ -175,8 +175,8 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
       std::ifstream in(config.peer_token_file);
       std::stringstream text;
       if (in) text << in.rdbuf();
-      peers.token = std::string(absl::StripAsciiWhitespace(text.str()));
-      if (peers.token.empty()) {
+      peers.credential.token = std::string(absl::StripAsciiWhitespace(text.str()));
+      if (peers.credential.token.empty()) {
         Log(absl::StrCat("warning: peers.token_file ", config.peer_token_file,
                          " holds no token: peers that require one will refuse this node"));
       }

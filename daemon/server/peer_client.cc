@@ -7,10 +7,8 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -21,11 +19,6 @@
 
 namespace df11::server {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 // HOST and PORT of "HOST:PORT" or "[V6]:PORT"; nullopt when malformed.
 std::optional<std::pair<std::string, std::string>> SplitHostPort(const std::string& address) {
@@ -76,26 +69,12 @@ absl::StatusOr<std::shared_ptr<PeerClient>> PeerClient::Create(PeerClientOptions
       return absl::InvalidArgumentError(absl::StrCat("peers: \"", address, "\" is not HOST:PORT"));
     }
   }
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!options.tls_ca_file.empty() || !options.tls_cert_file.empty()) {
-    if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-      return absl::InvalidArgumentError(
-          "peers: a client certificate needs its key, and the reverse");
-    }
-    grpc::SslCredentialsOptions ssl;
-    for (auto [path, out] : {std::pair{&options.tls_ca_file, &ssl.pem_root_certs},
-                             std::pair{&options.tls_cert_file, &ssl.pem_cert_chain},
-                             std::pair{&options.tls_key_file, &ssl.pem_private_key}}) {
-      if (path->empty()) continue;
-      std::ifstream in(*path, std::ios::binary);
-      std::stringstream text;
-      if (in) text << in.rdbuf();
-      if (!in) return absl::InvalidArgumentError(absl::StrCat("peers: cannot read ", *path));
-      *out = text.str();
-    }
-    credentials = grpc::SslCredentials(ssl);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      client::ChannelCredentialsFor(options.credential);
+  if (!credentials.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("peers: ", credentials.status().message()));
   }
-  return std::shared_ptr<PeerClient>(new PeerClient(std::move(options), std::move(credentials)));
+  return std::shared_ptr<PeerClient>(new PeerClient(std::move(options), *std::move(credentials)));
 }
 
 PeerClient::PeerClient(PeerClientOptions options,
@@ -165,7 +144,9 @@ std::shared_ptr<df11::v1::ShardService::Stub> PeerClient::Stub(const std::string
 }
 
 void PeerClient::Prepare(grpc::ClientContext& context, bool deadline) const {
-  if (!options_.token.empty()) context.AddMetadata("authorization", "Bearer " + options_.token);
+  if (!options_.credential.token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + options_.credential.token);
+  }
   if (deadline) {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -182,7 +163,8 @@ absl::StatusOr<hub::PeerSnapshot> PeerClient::ResolveSnapshot(const std::string&
   request.set_repo_id(repo_id);
   request.set_revision(revision);
   df11::v1::SnapshotListing listing;
-  if (absl::Status s = FromGrpc(Stub(peer)->ResolveSnapshot(&context, request, &listing));
+  if (absl::Status s =
+          client::FromGrpcStatus(Stub(peer)->ResolveSnapshot(&context, request, &listing));
       !s.ok()) {
     return s;
   }
@@ -205,7 +187,8 @@ absl::StatusOr<std::optional<uint64_t>> PeerClient::StatBlob(const std::string& 
   request.set_repo_id(repo_id);
   request.add_etags(etag);
   df11::v1::StatBlobsResponse response;
-  if (absl::Status s = FromGrpc(Stub(peer)->StatBlobs(&context, request, &response)); !s.ok()) {
+  if (absl::Status s = client::FromGrpcStatus(Stub(peer)->StatBlobs(&context, request, &response));
+      !s.ok()) {
     return s;
   }
   if (response.blobs_size() != 1 || response.blobs(0).etag() != etag) {
@@ -266,7 +249,7 @@ absl::Status PeerClient::ReadBlob(
   watcher.join();
   if (!sink_error.ok()) return sink_error;
   if (stopped) return absl::CancelledError("stopped");
-  return FromGrpc(finished);
+  return client::FromGrpcStatus(finished);
 }
 
 }  // namespace df11::server

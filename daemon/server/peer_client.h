@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/df11_client.h"
 #include "daemon/hub/peer_fetch.h"
 #include "df11/v1/shard.grpc.pb.h"
 #include "grpcpp/channel.h"
@@ -36,10 +37,9 @@ struct PeerClientOptions {
   // StatBlobs and ResolveSnapshot; the window of fetch.min_bytes_per_second, and how long a
   // ReadBlob may send nothing (after the time the peer needs to hash what precedes the offset).
   double timeout_seconds = 5;
-  std::string token;            // presented as `authorization: Bearer TOKEN`; empty: none
-  std::string tls_ca_file;      // TLS to the peers: the CA their certificates chain to
-  std::string tls_cert_file;    // mutual TLS: this node's client certificate and key
-  std::string tls_key_file;
+  // The credential presented to peers: a token, and for TLS the CA their certificates chain to
+  // and, for mutual TLS, this node's client certificate and key.
+  client::ConnectOptions credential;
   hub::PeerFetchOptions fetch;
 };
 

@@ -48,13 +48,6 @@ bool Await(grpc::CompletionQueue& cq) {
 
 }  // namespace
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string Df11dBinary() {
   const char* env = std::getenv("DF11D_BINARY");
   return env != nullptr && *env != '\0' ? env : DF11D_BINARY;

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/security/credentials.h"
+#include "tests/testing/files.h"
 
 namespace df11::testing {
 
@@ -89,9 +90,6 @@ std::string MakeTempDir();
 void MakeCa(const std::string& dir, const std::string& name);
 void MakeCert(const std::string& dir, const std::string& name, const std::string& ca,
               const std::string& subject, int days, bool server);
-
-// The bytes of a file ("" when it cannot be read).
-std::string ReadFile(const std::string& path);
 
 // GET http://127.0.0.1:`port``path`; the body, or "" on error.
 std::string HttpGet(int port, const std::string& path);

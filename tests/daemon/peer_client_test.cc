@@ -42,10 +42,9 @@ TEST(PeerClientTest, BadOptionsAreRefused) {
   EXPECT_EQ(PeerClient::Create({}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PeerClient::Create({.addresses = {"no-port"}}).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PeerClient::Create({.addresses = {"a:1"}, .tls_cert_file = "/nonexistent/cert.pem"})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  PeerClientOptions missing_file{.addresses = {"a:1"}};
+  missing_file.credential.tls_ca_file = "/nonexistent/ca.pem";
+  EXPECT_EQ(PeerClient::Create(missing_file).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

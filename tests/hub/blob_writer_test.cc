@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
 #include "tests/testing/status_matchers.h"
 
 namespace df11::hub {
@@ -21,23 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::df11::testing::IsOk;
-
-std::string Pattern(size_t size, uint32_t seed) {
-  std::string s(size, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (char& c : s) {
-    x = x * 1664525u + 1013904223u;
-    c = static_cast<char>(x >> 24);
-  }
-  return s;
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::df11::testing::Pattern;
+using ::df11::testing::ReadFile;
 
 class BlobWriterTest : public ::testing::TestWithParam<bool> {
  protected:

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/hub/fake_hub.h"
+#include "tests/testing/files.h"
 #include "tests/testing/status_matchers.h"
 
 namespace df11::hub {
@@ -26,29 +27,13 @@ namespace fs = std::filesystem;
 using ::df11::testing::FakeFile;
 using ::df11::testing::FakeHub;
 using ::df11::testing::IsOk;
+using ::df11::testing::Pattern;
+using ::df11::testing::ReadFile;
 using ::df11::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr char kRepo[] = "test-org/tiny";
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Bytes that differ along the file, so a misplaced range shows.
-std::string Pattern(size_t size, uint32_t seed) {
-  std::string s(size, '\0');
-  uint32_t x = seed;
-  for (char& c : s) {
-    x = x * 1664525u + 1013904223u;
-    c = static_cast<char>(x >> 24);
-  }
-  return s;
-}
 
 ModelSource Hub(const std::string& repo_id, const std::string& revision = "main") {
   return ModelSource{.is_hub = true, .directory = "", .repo_id = repo_id, .revision = revision};
