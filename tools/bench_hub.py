@@ -71,6 +71,19 @@ hub: {{endpoint: "{endpoint}", cache_dir: "{cache}", max_connections: {connectio
         return proc, f"127.0.0.1:{json.load(f)['grpc']}"
 
 
+def parse_args(doc, prefix):
+    """The options both benchmarks take, and their work directory (--keep, or a new one)."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--throttle", type=int, default=200_000_000)
+    p.add_argument("--keep", help="work directory to use and keep (default: a temporary one)")
+    a = p.parse_args()
+    work = a.keep or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(work, exist_ok=True)
+    return a, work
+
+
 def make_model(build, work, layers):
     """The benchmark model in work/model (made once: df11 synth, BF16, one shard per layer, the
     demo tokenizer), and its size in bytes."""
@@ -110,14 +123,7 @@ def load(build, work, name, endpoint, cache, connections):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--layers", type=int, default=8)
-    p.add_argument("--throttle", type=int, default=200_000_000)
-    p.add_argument("--keep", help="work directory to use and keep (default: a temporary one)")
-    a = p.parse_args()
-    work = a.keep or tempfile.mkdtemp(prefix="bench-hub-")
-    os.makedirs(work, exist_ok=True)
+    a, work = parse_args(__doc__, "bench-hub-")
     procs = []
     try:
         model, model_bytes = make_model(a.build, work, a.layers)

@@ -19,7 +19,6 @@ together, so both deliver --throttle bytes/s in total.
 
 Usage: tools/bench_peers.py [--build build] [--layers 8] [--throttle 200000000] [--keep DIR]
 """
-import argparse
 import json
 import os
 import re
@@ -28,14 +27,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_hub import (ROOT, download, make_model, start_fake_hub, timed,  # noqa: E402
-                       wait_for_file)
+from bench_hub import (download, make_model, parse_args, start_fake_hub,  # noqa: E402
+                       timed, wait_for_file)
 
 
 class PacedRelay:
@@ -127,14 +125,7 @@ def load_on_fresh_node(build, work, name, endpoint, peers, connections=8):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--layers", type=int, default=8)
-    p.add_argument("--throttle", type=int, default=200_000_000)
-    p.add_argument("--keep", help="work directory to use and keep (default: a temporary one)")
-    a = p.parse_args()
-    work = a.keep or tempfile.mkdtemp(prefix="bench-peers-")
-    os.makedirs(work, exist_ok=True)
+    a, work = parse_args(__doc__, "bench-peers-")
     procs = []
     relay = None
     try:
