@@ -68,7 +68,11 @@ campaign() {
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  crashes=$(find "$out/artifacts" -name "$target-*" | wc -l)
+  # Crashes, leaks, timeouts (-timeout, 1200 s of wall time by default) and out-of-memory inputs.
+  # Not slow-unit reports: those are wall time too, and a campaign paused or starved beside other
+  # work writes them for inputs that take milliseconds.
+  crashes=$(find "$out/artifacts" \( -name "$target-crash-*" -o -name "$target-leak-*" \
+    -o -name "$target-timeout-*" -o -name "$target-oom-*" \) | wc -l)
   # An interrupted libFuzzer exits 72 (its -interrupted_exitcode default); anything else is news.
   [[ $status = 0 || $status = 72 ]] || echo "fuzz-campaign.sh: $target exited $status (see $log)" >&2
   printf '| %s | %d min CPU (%d min wall) | %s (%s/s CPU) | %s | %s MB | %s |\n' "$target" \
