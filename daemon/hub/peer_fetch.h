@@ -1,11 +1,12 @@
 // The cluster's other nodes as a source of hub cache blobs, asked before the hub
 // (df11.v1.ShardService, proto/df11/v1/shard.proto). PeerSource is the transport, kept out of
 // df11_hub so that the hub library does not depend on gRPC: the daemon implements it over gRPC
-// (daemon/peers), tests fake it. PeerFetcher is the policy: which peers to ask, a few at a time;
-// streaming from one that holds the blob into the same `{etag}.incomplete` file and verifier the
-// hub path uses (PartialBlob); moving on to the next peer when one fails, sends bytes that do not
-// match, or is slower than the floor; the caller then falls back to the hub, which resumes after
-// whatever verified prefix the peers left.
+// (daemon/server/peer_client.h), tests fake it. PeerFetcher is the policy: which peers to ask, a
+// few at a time; streaming from one that holds the blob into the same `{etag}.incomplete` file
+// and verifier the hub path uses (PartialBlob); moving on to the next peer when one fails, sends
+// bytes that do not match, is slower than the floor or falls silent; the caller then falls back
+// to the hub, which resumes after the bytes the peers left (the whole file is verified at the
+// end, whoever sent which part).
 //
 //   PeerFetcher fetcher(peers, &stop);
 //   absl::StatusOr<std::string> peer = fetcher.Fetch(repo, etag, size, partial_path, callbacks);
@@ -32,8 +33,9 @@
 namespace df11::hub {
 
 struct PeerFetchOptions {
-  // A transfer that brings fewer bytes than this per second, measured over `window_seconds`, is
-  // abandoned for the next source (0: no floor).
+  // A transfer that brings fewer bytes than this per second, measured over `window_seconds` from
+  // its first byte, is abandoned for the next source (0: no floor); so is one that sends nothing
+  // for `window_seconds` (before its first byte, plus the time to hash what precedes the offset).
   double min_bytes_per_second = 16 << 20;
   double window_seconds = 5;
   int ask_at_once = 4;  // peers asked at once whether they hold a blob or a snapshot
