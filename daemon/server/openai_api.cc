@@ -59,11 +59,15 @@ absl::StatusOr<std::string> MessageContent(const Json& content, const std::strin
   for (size_t j = 0; j < content.size(); ++j) {
     const Json& part = content[j];
     const std::string at = absl::StrCat(param, "[", j, "]");
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
+    // Each member checked for its type before it is read: nlohmann's value() and get() throw on
+    // another type (a "type" of -0.5 once reached the daemon as an exception).
+    const Json* type = part.is_object() ? Get(part, "type") : nullptr;
+    const Json* part_text = part.is_object() ? Get(part, "text") : nullptr;
+    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text" ||
+        part_text == nullptr || !part_text->is_string()) {
       return Invalid(at, "only text parts ({\"type\": \"text\", \"text\": ...}) are supported");
     }
-    text += part["text"].get<std::string>();
+    text += part_text->get<std::string>();
   }
   return text;
 }

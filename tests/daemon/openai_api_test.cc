@@ -114,6 +114,13 @@ TEST(OpenAiRequestTest, BadRequestsNameTheirParameter) {
       {R"({"model": "m", "messages": [{"role": "user"}]})", "messages[0].content"},
       {R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "messages[0].content[0]"},
+      // Found by generate_request_fuzz: a part's type that is not a string threw.
+      {R"({"model": "m", "messages": [{"role": "user", "content": [{"type": -0.5, "text": "x"}]}]})",
+       "messages[0].content[0]"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": [{"type": null, "text": "x"}]}]})",
+       "messages[0].content[0]"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": 7}]}]})",
+       "messages[0].content[0]"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
        "top_logprobs"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{}]})", "tools"},
