@@ -225,7 +225,7 @@ bool InterleavedUnit::Supported() {
 
 absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decoder,
                                                        std::vector<Region> regions,
-                                                       ThreadPool* pool) {
+                                                       ThreadPool* pool, size_t segment_elements) {
   const Unit& unit = decoder.unit();
   const size_t n = unit.num_elements();
   InterleavedUnit u;
@@ -240,7 +240,7 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
     }
     u.region_segments_.push_back(u.segments_.size());
     const int64_t per_segment =
-        std::max<int64_t>(1, static_cast<int64_t>(kSegmentElements) / r.row_length);
+        std::max<int64_t>(1, static_cast<int64_t>(segment_elements) / r.row_length);
     for (int64_t row = 0; row < r.rows; row += per_segment) {
       u.segments_.push_back({.first = at + static_cast<size_t>(row * r.row_length),
                              .word = 0,
@@ -327,6 +327,23 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
     codes[s] = {};
   }
   return u;
+}
+
+std::vector<uint16_t> InterleavedUnit::GpuTable() const {
+  std::vector<uint16_t> table(gpu::kInterleavedTableEntries);
+  for (int p = 0; p < gpu::kInterleavedTableEntries; ++p) {
+    const bool escape = p >= code_.escape_begin && p < code_.escape_end;
+    table[p] = static_cast<uint16_t>((escape ? gpu::kEscapeEntry : 0) | code_.length[p] << 8 |
+                                     code_.exponent[p]);
+  }
+  return table;
+}
+
+std::vector<gpu::InterleavedSegment> InterleavedUnit::GpuSegments() const {
+  std::vector<gpu::InterleavedSegment> out;
+  out.reserve(segments_.size());
+  for (const Segment& s : segments_) out.push_back({s.first, s.word, s.escape});
+  return out;
 }
 
 uint64_t InterleavedUnit::stored_bytes() const {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codec/cuda/interleaved_steps.h"
 #include "codec/decoder.h"
 #include "codec/thread_pool.h"
 
@@ -40,7 +41,7 @@ class InterleavedUnit {
   static constexpr int kLanes = 64;
   static constexpr int kMaxCodeLength = 7;
   static constexpr int kMaxCodedExponents = 31;  // plus the escape code
-  // Segments hold whole rows, this many elements or the next whole row above it.
+  // Segments hold whole rows, this many elements or the next whole row above it (by default).
   static constexpr size_t kSegmentElements = 32768;
 
   // Rows of one tensor of the unit: elements [first, first + rows * row_length).
@@ -57,8 +58,11 @@ class InterleavedUnit {
   // Re-encodes the unit of `decoder`, decoding it twice (a histogram, then the codes) on `pool`
   // (nullptr: this thread); the DF11 decoder checks the bitstream on the way. `regions` must
   // cover the unit in order (kInvalidArgument otherwise); kDataLoss from the DF11 decoder.
+  // Segments hold `segment_elements` elements or the next whole row above it: shorter segments
+  // give a GPU more of them to decode side by side, at about 16 bits of padding per lane each.
   static absl::StatusOr<InterleavedUnit> Build(const UnitDecoder& decoder,
-                                               std::vector<Region> regions, ThreadPool* pool);
+                                               std::vector<Region> regions, ThreadPool* pool,
+                                               size_t segment_elements = kSegmentElements);
 
   size_t num_elements() const { return sign_mantissa_.size(); }
   size_t num_regions() const { return regions_.size(); }
@@ -93,6 +97,26 @@ class InterleavedUnit {
   // order. Requires Supported().
   void MatVecSegments(size_t begin, size_t end, const float* x, float* y) const;
   bool FusedMatVecSupported(size_t r) const { return regions_[r].row_length % 16 == 0; }
+
+  // The layout's parts, for decoders outside this class (the GPU decoder copies them):
+  // segment s's words start at words()[segment_word(s)] and its escape bytes at
+  // escapes()[segment_escape(s)] (s <= num_segments(): the last are the ends); both arrays end
+  // with kLanes entries of room. Prefix p (the top 7 bits of a lane) is the code of length
+  // code_length(p) of exponent code_exponent(p), or the escape code for p in
+  // [escape_begin(), escape_end()).
+  std::span<const uint16_t> words() const { return words_; }
+  std::span<const uint8_t> escapes() const { return escapes_; }
+  std::span<const uint8_t> sign_mantissa() const { return sign_mantissa_; }
+  size_t segment_word(size_t s) const { return segments_[s].word; }
+  size_t segment_escape(size_t s) const { return segments_[s].escape; }
+  int code_length(int prefix) const { return code_.length[prefix]; }
+  uint8_t code_exponent(int prefix) const { return code_.exponent[prefix]; }
+  int escape_begin() const { return code_.escape_begin; }
+  int escape_end() const { return code_.escape_end; }
+  // The code table and the segment starts in the GPU decoder's formats
+  // (codec/cuda/interleaved_steps.h): kInterleavedTableEntries entries, num_segments() + 1 starts.
+  std::vector<uint16_t> GpuTable() const;
+  std::vector<gpu::InterleavedSegment> GpuSegments() const;
 
  private:
   struct Segment {

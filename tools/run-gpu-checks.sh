@@ -4,12 +4,13 @@
 #
 #   bash run-gpu-checks.sh [--only tests|sanitizer|bench] [--work DIR]
 #
-#   tests      every gpu-labelled test program: the CUDA devices, the decoder (with the codec's
-#              corpus), the CUDA backend (placement, accounting, bit-exact decode, 10,000
-#              load/unload cycles) and df11d on the GPU
-#   sanitizer  compute-sanitizer memcheck on the decoder and the backend, racecheck on the decoder
-#   bench      df11 gpu-bench (decoder against a device copy); a Qwen3-8B-shaped model made with
-#              df11 synth + compress, then df11 gpu-load-bench on it (load against the
+#   tests      every gpu-labelled test program: the CUDA devices, both decoders (the DF11 one with
+#              the codec's corpus, the interleaved one), the CUDA backend (placement, accounting,
+#              bit-exact decode, 10,000 load/unload cycles) and df11d on the GPU
+#   sanitizer  compute-sanitizer memcheck on both decoders and the backend, racecheck on the DF11
+#              decoder (the interleaved one shares no memory between threads)
+#   bench      df11 gpu-bench (both decoders against a device copy); a Qwen3-8B-shaped model made
+#              with df11 synth + compress, then df11 gpu-load-bench on it (load against the
 #              host-to-device copy, per-layer decode, models per budget, DF11 and BF16)
 # Logs and JSON go to $OUT when set (a device tool's output folder), else DIR/results.
 set -uo pipefail
@@ -20,7 +21,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --only) only=$2; shift 2;;
     --work) work=$2; shift 2;;
-    *) sed -n 2,16p "$0"; exit 2;;
+    *) sed -n 2,15p "$0"; exit 2;;
   esac
 done
 out=${OUT:-$work/results}
@@ -49,6 +50,7 @@ gpu=$(head -1 "$out/gpu.txt")
 if [[ $only == all || $only == tests ]]; then
   run cuda_devices_test "$bin/cuda_devices_test"
   run gpu_decoder_test "$bin/gpu_decoder_test"
+  run gpu_interleaved_test "$bin/gpu_interleaved_test"
   run decoder_equivalence_gpu env DF11_REQUIRE_GPU=1 "$bin/decoder_equivalence_test"
   run cuda_backend_gpu_test "$bin/cuda_backend_gpu_test"
   run daemon_gpu_test "$bin/daemon_gpu_test"
@@ -61,8 +63,12 @@ if [[ $only == all || $only == sanitizer ]]; then
     "$bin/gpu_decoder_test" --gtest_filter=-*RandomStress*
   run racecheck_decoder "$cs" --tool racecheck --error-exitcode 1 \
     "$bin/gpu_decoder_test" --gtest_filter=*SeveralUnits*
+  run memcheck_interleaved "$cs" --tool memcheck --error-exitcode 1 \
+    "$bin/gpu_interleaved_test" --gtest_filter=-*RandomStress*
+  # CreateRefusesBudgetsThatDoNotFit asks cudaMalloc for more than the GPU has, on purpose, and
+  # memcheck reports the refusal as an API error.
   run memcheck_backend "$cs" --tool memcheck --error-exitcode 1 \
-    "$bin/cuda_backend_gpu_test" --gtest_filter=-*ManyLoadUnloadCycles*
+    "$bin/cuda_backend_gpu_test" --gtest_filter=-*ManyLoadUnloadCycles*:*CreateRefusesBudgets*
 fi
 
 if [[ $only == all || $only == bench ]]; then

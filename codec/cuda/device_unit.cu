@@ -54,6 +54,12 @@ absl::Status DeviceBuffer::CopyToHost(void* dst, size_t bytes) const {
   return absl::OkStatus();
 }
 
+absl::Status DeviceBuffer::CopyFromHost(const void* src, size_t bytes) {
+  if (bytes > size_) return absl::InvalidArgumentError("CopyFromHost: more bytes than the buffer");
+  DF11_CUDA_RETURN_IF_ERROR(cudaMemcpy(data_, src, bytes, cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DeviceUnit> DeviceUnit::Upload(const Unit& unit, const GpuLayout& layout) {
   const UnitTensors& t = unit.tensors();
   DeviceUnit d;

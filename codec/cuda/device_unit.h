@@ -31,6 +31,8 @@ class DeviceBuffer {
   // Synchronous helpers: every byte set to `byte`; the first `bytes` bytes copied to host `dst`.
   absl::Status Fill(uint8_t byte);
   absl::Status CopyToHost(void* dst, size_t bytes) const;
+  // The first `bytes` bytes from host `src`.
+  absl::Status CopyFromHost(const void* src, size_t bytes);
 
  private:
   void* data_ = nullptr;

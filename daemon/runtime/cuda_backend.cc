@@ -380,13 +380,21 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
 
   // Copies `src` to `offset` in the allocation through the staging buffers: the host fills one
   // (reading the mapped file, from the page cache or the disk) while the copy engine drains the
-  // others.
+  // others. Copies are packed into the buffers back to back, so that a unit's small tensors (gaps,
+  // positions, tables) share one buffer instead of each waiting for a buffer of its own: a wait
+  // for a buffer is a wait for the copy engine to drain up to it, which idles it meanwhile.
+  uint64_t slot_used = 0;  // bytes of staging_[slot] already given to copies
   auto copy = [&](const void* src, uint64_t bytes, uint64_t offset) -> absl::Status {
     const auto* from = static_cast<const char*>(src);
     for (uint64_t at = 0; at < bytes;) {
-      const uint64_t n = std::min<uint64_t>(options_.staging_bytes, bytes - at);
-      DF11_RETURN_IF_ERROR(device_->EventSynchronize(staging_done_[slot]->get()));
-      char* staging = static_cast<char*>(staging_[slot]);
+      if (slot_used == options_.staging_bytes) {
+        slot = (slot + 1) % staging_.size();
+        slot_used = 0;
+      }
+      if (slot_used == 0)
+        DF11_RETURN_IF_ERROR(device_->EventSynchronize(staging_done_[slot]->get()));
+      const uint64_t n = std::min<uint64_t>(options_.staging_bytes - slot_used, bytes - at);
+      char* staging = static_cast<char*>(staging_[slot]) + slot_used;
       if (n <= kFillPiece) {
         std::memcpy(staging, from + at, n);
       } else {
@@ -399,9 +407,10 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
         absl::ReaderMutexLock lock(&mu_);
         DF11_RETURN_IF_ERROR(
             device_->CopyAsync(AddressLocked(allocation) + offset + at, staging, n, stream));
+        // Recorded again after each copy from the buffer: waiting for it waits for all of them.
         DF11_RETURN_IF_ERROR(device_->Record(staging_done_[slot]->get(), stream));
       }
-      slot = (slot + 1) % staging_.size();
+      slot_used = std::min(options_.staging_bytes, Align(slot_used + n, 256));
       at += n;
       done += n;
       if (progress && done - reported >= kReportBytes) {

@@ -95,8 +95,12 @@ TEST_F(GpuDecoderTest, RandomStressFromOneElementToABillion) {
     if (uint64_t{n} * 5 > free_bytes_) continue;
     SCOPED_TRACE(::testing::Message() << n << " elements");
     const uint64_t s = DeriveSeed(seed, 1000 + i);
-    std::vector<uint16_t> input = n > 100'000'000 ? NormalBf16(s, 0.02f, n)
-                                                  : ::df11::testing::UniformCodableBf16(s, n);
+    // Uniform exponents are codable only in quantity: a thousand draws over 240 exponents give a
+    // lumpy histogram whose deep codes need more LUT rows than DF11 allows (the encoder refuses
+    // it, and `df11 compress` would keep such a unit as BF16). Small and huge sizes are normal.
+    std::vector<uint16_t> input = n >= 32768 && n <= 100'000'000
+                                      ? ::df11::testing::UniformCodableBf16(s, n)
+                                      : NormalBf16(s, 0.02f, n);
     const std::span<const uint16_t> part(input);
     DF11_ASSERT_OK_AND_ASSIGN(EncodedUnit encoded, EncodeUnit(std::span(&part, 1)));
     DF11_ASSERT_OK_AND_ASSIGN(Unit unit, Unit::Validate(encoded.tensors(), "stress"));

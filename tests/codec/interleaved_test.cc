@@ -51,6 +51,61 @@ size_t Elements(const std::vector<Region>& regions) {
   return regions.back().first + regions.back().rows * regions.back().row_length;
 }
 
+// The GPU decoder's per-thread steps (codec/cuda/interleaved_steps.h) run thread by thread, warp
+// by warp, as the kernel in codec/cuda/interleaved_decode.cu runs them: segment s of `u` into
+// out[segment_first(s) ..]. False when the kernel would raise its error flag.
+bool EmulateGpuSegment(const InterleavedUnit& u, const std::vector<gpu::InterleavedSegment>& segs,
+                       const std::vector<uint16_t>& table, size_t s, uint16_t* out) {
+  using namespace gpu;
+  const InterleavedSegment seg = segs[s], next = segs[s + 1];
+  if (next.first < seg.first || next.word < seg.word + 2 * kInterleavedLanes ||
+      next.escape < seg.escape) {
+    return false;
+  }
+  const uint16_t* words = u.words().data();
+  const uint8_t* escapes = u.escapes().data();
+  const uint8_t* sm = u.sign_mantissa().data() + seg.first;
+  const uint64_t count = next.first - seg.first;
+  const uint64_t steps = (count + kInterleavedLanes - 1) / kInterleavedLanes;
+  LaneBits lanes[32][2];
+  for (int t = 0; t < 32; ++t) StartLanes(lanes[t], words, seg.word, t);
+  uint64_t word = seg.word + 2 * kInterleavedLanes, escape = seg.escape;
+  bool ok = true;
+  for (uint64_t step = 0; step < steps; ++step) {
+    LaneCodes c[32];
+    uint32_t esc[2] = {}, ask[2] = {};  // the four ballots
+    for (int t = 0; t < 32; ++t) {
+      c[t] = DecodeLanes(lanes[t], table.data());
+      for (int k = 0; k < 2; ++k) {
+        esc[k] |= uint32_t{c[t].escaped[k]} << t;
+        ask[k] |= uint32_t{c[t].asks[k]} << t;
+      }
+    }
+    uint32_t escaped = 0, asked = 0;
+    for (int t = 0; t < 32; ++t) {
+      const Ranks e = RankLanes(esc[0], esc[1], t), a = RankLanes(ask[0], ask[1], t);
+      escaped = e.total;
+      asked = a.total;
+      for (int k = 0; k < 2; ++k) {
+        if (c[t].escaped[k]) {
+          const uint64_t at = escape + e.rank[k];
+          if (at < next.escape) {
+            c[t].exponent[k] = escapes[at];
+          } else {
+            ok = false;
+          }
+        }
+        if (c[t].asks[k]) ok &= AskWord(lanes[t][k], words, word + a.rank[k], next.word);
+        const uint64_t j = step * kInterleavedLanes + 2 * t + k;
+        if (j < count) out[j] = static_cast<uint16_t>(JoinExponent(c[t].exponent[k], sm[j]));
+      }
+    }
+    escape += escaped;
+    word += asked;
+  }
+  return ok && word == next.word && escape == next.escape;
+}
+
 // Every decoder of the layout gives `values` back.
 void ExpectDecodes(const std::vector<uint16_t>& values, const std::vector<Region>& regions) {
   Df11Unit df11(values);
@@ -69,6 +124,15 @@ void ExpectDecodes(const std::vector<uint16_t>& values, const std::vector<Region
     u.DecodeSegments(0, u.num_segments(), out.data());
     EXPECT_TRUE(out == values) << "AVX-512 decoder";
   }
+
+  std::fill(out.begin(), out.end(), 0xFFFF);
+  const std::vector<gpu::InterleavedSegment> segs = u.GpuSegments();
+  const std::vector<uint16_t> table = u.GpuTable();
+  for (size_t s = 0; s < u.num_segments(); ++s) {
+    ASSERT_TRUE(EmulateGpuSegment(u, segs, table, s, out.data() + u.segment_first(s)))
+        << "GPU steps flag segment " << s;
+  }
+  EXPECT_TRUE(out == values) << "GPU decoder's steps";
 
   std::fill(out.begin(), out.end(), 0xFFFF);
   ASSERT_THAT(u.Decode(out, &pool), IsOk());
@@ -131,6 +195,36 @@ TEST(InterleavedUnitTest, StoresLlmWeightsInFewerBitsThanDf11) {
       df11.unit->num_elements();
   EXPECT_LT(u->bits_per_exponent(), df11_bits);
   EXPECT_LT(u->bits_per_exponent(), 2.75);
+}
+
+// Segment starts that do not match the codes: the GPU decoder's steps flag the segment and read
+// nothing outside its own words and escape bytes (ASan checks that in its build).
+TEST(InterleavedUnitTest, GpuStepsFlagSegmentsWhoseCodesDoNotEndAtTheNextStart) {
+  const std::vector<Region> regions = {{.first = 0, .rows = 8, .row_length = 10000}};
+  Df11Unit df11(::df11::testing::UniformCodableBf16(::df11::testing::TestSeed(), 80000));
+  auto u = InterleavedUnit::Build(*df11.decoder, regions, nullptr);
+  ASSERT_THAT(u.status(), IsOk());
+  ASSERT_GE(u->num_segments(), 3u);
+  const std::vector<uint16_t> table = u->GpuTable();
+  std::vector<uint16_t> out(u->num_elements());
+  const auto flagged = [&](std::vector<gpu::InterleavedSegment> segs, size_t s) {
+    return !EmulateGpuSegment(*u, segs, table, s, out.data() + segs[s].first);
+  };
+  const std::vector<gpu::InterleavedSegment> sound = u->GpuSegments();
+  for (size_t s = 0; s < u->num_segments(); ++s) EXPECT_FALSE(flagged(sound, s)) << s;
+  std::vector<gpu::InterleavedSegment> segs = sound;
+  segs[1].word -= 1;  // segment 0 has one word fewer, segment 1 one more
+  EXPECT_TRUE(flagged(segs, 0));
+  EXPECT_TRUE(flagged(segs, 1));
+  segs = sound;
+  segs[2].escape += 1;  // segment 1 has an escape byte too many
+  EXPECT_TRUE(flagged(segs, 1));
+  segs = sound;
+  segs[1].word = segs[0].word + 100;  // fewer words than the lanes' first two each
+  EXPECT_TRUE(flagged(segs, 0));
+  segs = sound;
+  segs.back().word = segs[segs.size() - 2].word + 2 * gpu::kInterleavedLanes;  // a cut last segment
+  EXPECT_TRUE(flagged(segs, u->num_segments() - 1));
 }
 
 TEST(InterleavedUnitTest, RejectsRegionsThatDoNotTileTheUnit) {
