@@ -22,9 +22,12 @@ constexpr unsigned kFullWarp = 0xFFFFFFFFu;
 constexpr size_t kErrorOffset = 0;
 constexpr size_t kViewsOffset = 16;
 
-// Thread t of a warp decodes its share of segment s of `v` (see interleaved_steps.h). Offsets
-// inside the segment are 32-bit, to save registers.
-__device__ void DecodeSegment(const InterleavedView& v, uint32_t s, int t, uint32_t* error) {
+// Thread t of a warp decodes its share of segment s of `v` (see interleaved_steps.h), with the
+// unit's table in `table` (shared memory). `v` is a copy in registers: read through a pointer,
+// its fields would be loaded again after every store to the output, which may alias them.
+// Offsets inside the segment are 32-bit, to save registers.
+__device__ __forceinline__ void DecodeSegment(const InterleavedView v, const uint16_t* table,
+                                              uint32_t s, int t, uint32_t* error) {
   const InterleavedSegment seg = v.segments[s], next = v.segments[s + 1];
   // Every lane starts with two words; a segment must have them (uniform across the warp).
   if (next.first < seg.first || next.first - seg.first >= (uint64_t{1} << 31) ||
@@ -48,10 +51,10 @@ __device__ void DecodeSegment(const InterleavedView& v, uint32_t s, int t, uint3
   // the store does not wait for them.
   auto load_sign_mantissa = [&](uint32_t step) -> uint32_t {
     const uint32_t j = step * kInterleavedLanes + 2 * t;
-    if (paired && j + 1 < count) return *reinterpret_cast<const uint16_t*>(sm + j);
+    if (paired && j + 1 < count) return __ldg(reinterpret_cast<const uint16_t*>(sm + j));
     uint32_t pair = 0;
-    if (j < count) pair = sm[j];
-    if (j + 1 < count) pair |= uint32_t{sm[j + 1]} << 8;
+    if (j < count) pair = __ldg(sm + j);
+    if (j + 1 < count) pair |= uint32_t{__ldg(sm + j + 1)} << 8;
     return pair;
   };
   uint32_t next_pair = out != nullptr ? load_sign_mantissa(0) : 0;
@@ -62,7 +65,7 @@ __device__ void DecodeSegment(const InterleavedView& v, uint32_t s, int t, uint3
   for (uint32_t step = 0; step < steps; ++step) {
     const uint32_t pair = next_pair;
     if (out != nullptr && step + 1 < steps) next_pair = load_sign_mantissa(step + 1);
-    LaneCodes c = DecodeLanes(lanes, v.table);
+    LaneCodes c = DecodeLanes(lanes, table);
     const uint32_t esc0 = __ballot_sync(kFullWarp, c.escaped[0]);
     const uint32_t esc1 = __ballot_sync(kFullWarp, c.escaped[1]);
     const uint32_t ask0 = __ballot_sync(kFullWarp, c.asks[0]);
@@ -73,7 +76,7 @@ __device__ void DecodeSegment(const InterleavedView& v, uint32_t s, int t, uint3
         if (!c.escaped[k]) continue;
         const uint32_t at = escape + r.rank[k];
         if (at < n_escapes) {
-          c.exponent[k] = escapes[at];
+          c.exponent[k] = __ldg(escapes + at);
         } else {
           ok = false;
         }
@@ -104,8 +107,11 @@ __device__ void DecodeSegment(const InterleavedView& v, uint32_t s, int t, uint3
 // kCtasPerSm CTAs resident per SM: the registers per thread are bounded to let them be.
 template <int kCtasPerSm>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm)
-    decode_interleaved_kernel(const InterleavedView* views, uint32_t n_views, uint32_t* error) {
+    decode_interleaved_kernel(const InterleavedView* __restrict__ views, uint32_t n_views,
+                              uint32_t* __restrict__ error) {
   __shared__ uint32_t first_segment[kMaxUnitsPerLaunch + 1];  // launch-wide segment of each view
+  // Each warp's copy of the table of the unit it decodes (loaded again when the unit changes).
+  __shared__ uint16_t tables[kThreads / 32][kInterleavedTableEntries];
   if (threadIdx.x == 0) {
     uint32_t total = 0;
     for (uint32_t i = 0; i < n_views; ++i) {
@@ -119,6 +125,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   const int t = threadIdx.x % 32;
   const uint32_t warps_per_cta = blockDim.x / 32;
   const uint32_t stride = gridDim.x * warps_per_cta;
+  uint16_t* const table = tables[threadIdx.x / 32];
+  uint32_t table_view = n_views;  // none yet
   for (uint32_t w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < total; w += stride) {
     uint32_t lo = 0, hi = n_views;  // the view: the last i with first_segment[i] <= w
     while (hi - lo > 1) {
@@ -129,7 +137,14 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
         hi = mid;
       }
     }
-    DecodeSegment(views[lo], w - first_segment[lo], t, error);
+    const InterleavedView v = views[lo];
+    if (lo != table_view) {  // uniform across the warp
+      __syncwarp();
+      for (int i = t; i < kInterleavedTableEntries; i += 32) table[i] = __ldg(v.table + i);
+      __syncwarp();
+      table_view = lo;
+    }
+    DecodeSegment(v, table, w - first_segment[lo], t, error);
   }
 }
 

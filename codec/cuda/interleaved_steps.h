@@ -31,6 +31,17 @@ inline constexpr int kInterleavedLanes = 64;
 inline constexpr int kInterleavedPrefixBits = 7;
 inline constexpr int kInterleavedTableEntries = 1 << kInterleavedPrefixBits;
 
+// A load of data no thread writes during the launch: through the read-only data cache on the
+// device.
+template <typename T>
+DF11_HOST_DEVICE T LoadReadOnly(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
 // Table entry: the exponent in bits 0..7, the code length in bits 8..11, bit 15 for the escape.
 inline constexpr uint16_t kEscapeEntry = 0x8000;
 DF11_HOST_DEVICE uint32_t EntryExponent(uint16_t e) { return e & 0xFFu; }
@@ -77,7 +88,7 @@ struct LaneCodes {
 };
 
 // Step 1 for lanes 2t and 2t + 1: look up, consume, take in the word asked for in the last step,
-// and say what each needs.
+// and say what each needs. `table` is the unit's table (in shared memory on the device).
 DF11_HOST_DEVICE LaneCodes DecodeLanes(LaneBits (&lanes)[2], const uint16_t* table) {
   LaneCodes c;
   for (int k = 0; k < 2; ++k) {
@@ -126,7 +137,7 @@ DF11_HOST_DEVICE Ranks RankLanes(uint32_t first, uint32_t second, int t) {
 // segment has it (else false, and the lane gets zeros).
 DF11_HOST_DEVICE bool AskWord(LaneBits& lane, const uint16_t* words, uint64_t index, uint64_t end) {
   const bool inside = index < end;
-  lane.pending = inside ? words[index] : 0u;
+  lane.pending = inside ? LoadReadOnly(words + index) : 0u;
   lane.has_pending = true;
   return inside;
 }
@@ -137,8 +148,8 @@ DF11_HOST_DEVICE void StartLanes(LaneBits (&lanes)[2], const uint16_t* words, ui
                                  int t) {
   for (int k = 0; k < 2; ++k) {
     const int lane = 2 * t + k;
-    lanes[k].buffer =
-        uint32_t{words[first_word + lane]} << 16 | words[first_word + kInterleavedLanes + lane];
+    lanes[k].buffer = uint32_t{LoadReadOnly(words + first_word + lane)} << 16 |
+                      LoadReadOnly(words + first_word + kInterleavedLanes + lane);
     lanes[k].held = 32;
     lanes[k].pending = 0;
     lanes[k].has_pending = false;

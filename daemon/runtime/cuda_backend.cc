@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -120,7 +121,12 @@ CudaBackend::CudaBackend(std::unique_ptr<GpuDevice> device, const Options& optio
       options_(options),
       device_name_(device_->name()),
       arena_(options.budget, options.granule),
-      copy_pool_(options.threads) {}
+      copy_pool_(StagingThreads(options)) {}
+
+int CudaBackend::StagingThreads(const Options& options) {
+  if (options.threads > 0) return options.threads;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency() / 2));
+}
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr<GpuDevice> device,
                                                                  const Options& options) {

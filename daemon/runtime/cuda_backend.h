@@ -80,9 +80,16 @@ class CudaBackend final : public Backend {
     uint64_t granule = 2 << 20;         // arena allocations are multiples of it
     uint64_t staging_bytes = 32 << 20;  // each page-locked staging buffer
     int staging_buffers = 4;
-    int threads = 0;  // host threads for staging and layouts; 0: one per CPU
+    // Host threads filling the staging buffers; 0: half the CPUs. The fill is bound by host memory
+    // bandwidth, which half the CPUs of an H200 machine already reach (50 GB/s with 8 or 16 of
+    // its 16); with all of them the load ran at 0.62 of the host-to-device copy, with half 0.79
+    // (docs/PERFORMANCE.md).
+    int threads = 0;
     uint64_t library_workspace_bytes = 32 << 20;  // cuBLAS's (NVIDIA's advice for Hopper)
   };
+
+  // The threads that fill the staging buffers under `options` (Options::threads resolved).
+  static int StagingThreads(const Options& options);
 
   // Takes the arena from `device` and carves the KV pool and workspace from it.
   // kInvalidArgument for options that do not fit (the numbers); kResourceExhausted when the

@@ -10,6 +10,7 @@
 #include "codec/decoder.h"
 #include "codec/encoder.h"
 #include "codec/gpu_layout.h"
+#include "codec/interleaved.h"
 #include "codec/synthetic.h"
 #include "codec/thread_pool.h"
 #include "tools/df11/cli.h"
@@ -29,6 +30,8 @@ entropy, like trained LLM layers), encodes them as one DF11 unit, and reports th
   decode, sequential reference      GB/s of BF16 output
   memcpy of the same BF16 bytes     GB/s, the machine's copy speed in this same run
   GPU layout build (1 thread)       GB/s of BF16 weights: the load-time cost of the GPU decoder
+  interleaved build (1 thread)      GB/s of BF16 weights: InterleavedUnit::Build from the DF11
+                                    unit (rows of 4096), the load-time cost of that layout
 and the stored bits per weight. Every decode is checked against the input before timing.
 
   --threads N   threads for the multi-threaded decode (default: one per CPU)
@@ -117,6 +120,20 @@ int RunBench(const std::vector<std::string>& argv) {
     layout_status.Update(codec::BuildGpuLayout(*unit, nullptr).status());
   });
   if (!layout_status.ok()) return Fail("bench", layout_status);
+  // The interleaved layout (the CPU backend's, and the interleaved GPU decoder's) is built at
+  // load from the DF11 unit, rows of 4096 weights.
+  const codec::UnitDecoder decoder(*unit);
+  std::vector<codec::InterleavedUnit::Region> regions = {
+      {.first = 0, .rows = static_cast<int64_t>(n / 4096), .row_length = 4096}};
+  if (n % 4096 != 0) {
+    regions.push_back(
+        {.first = n / 4096 * 4096, .rows = 1, .row_length = static_cast<int64_t>(n % 4096)});
+  }
+  absl::Status interleaved_status;
+  const double interleaved_s = MedianSeconds(std::max<int>(1, *runs / 2), [&] {
+    interleaved_status.Update(codec::InterleavedUnit::Build(decoder, regions, nullptr).status());
+  });
+  if (!interleaved_status.ok()) return Fail("bench", interleaved_status);
   std::vector<uint16_t> copy(n);
   const double memcpy_s = MedianSeconds(*runs, [&] {
     std::memcpy(copy.data(), weights.data(), 2 * n);
@@ -130,15 +147,17 @@ int RunBench(const std::vector<std::string>& argv) {
   const double memcpy_gbps = bytes / memcpy_s / 1e9;
   const double bits = 8.0 * encoded->stored_bytes() / n;
   const double layout_gbps = bytes / layout_s / 1e9;
+  const double interleaved_gbps = bytes / interleaved_s / 1e9;
   if (json) {
     std::printf(
         "{\"encode_mbps_per_thread\": %.1f, \"decode_gbps_per_thread\": %.3f, "
         "\"decode_gbps_all_threads\": %.3f, \"memcpy_gbps\": %.3f, \"bits_per_weight\": %.4f, "
         "\"threads\": %lld, \"decode_reference_gbps\": %.3f, \"thread_scaling\": %.3f, "
-        "\"mb\": %lld, \"max_code_length\": %d, \"gpu_layout_gbps_per_thread\": %.3f}\n",
+        "\"mb\": %lld, \"max_code_length\": %d, \"gpu_layout_gbps_per_thread\": %.3f, "
+        "\"interleaved_build_gbps_per_thread\": %.3f}\n",
         encode_mbps, decode1, decode_all, memcpy_gbps, bits, static_cast<long long>(*threads),
-        reference, scaling, static_cast<long long>(*mb), encoded->max_code_length,
-        layout_gbps);
+        reference, scaling, static_cast<long long>(*mb), encoded->max_code_length, layout_gbps,
+        interleaved_gbps);
   } else {
     std::printf("weights            %zu (%.0f MB of BF16), %.4f bits/weight stored (%.2f%%)\n", n,
                 bytes / 1e6, bits, 100 * bits / 16);
@@ -149,6 +168,7 @@ int RunBench(const std::vector<std::string>& argv) {
     std::printf("reference decoder  %8.3f GB/s\n", reference);
     std::printf("memcpy             %8.3f GB/s\n", memcpy_gbps);
     std::printf("GPU layout build   %8.3f GB/s of BF16 weights, 1 thread\n", layout_gbps);
+    std::printf("interleaved build  %8.3f GB/s of BF16 weights, 1 thread\n", interleaved_gbps);
   }
   return kExitOk;
 }

@@ -7,11 +7,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "codec/thread_pool.h"
 #include "daemon/config/config.h"
 #include "daemon/runtime/estimate.h"
 #include "daemon/runtime/model.h"
@@ -28,7 +30,8 @@ namespace {
 
 constexpr char kHelp[] =
     R"(Usage: df11 gpu-load-bench MODEL_DIR [--bf16 DIR] [--device N] [--budget SIZE]
-                           [--kv-cache SIZE] [--runs N] [--json]
+                           [--kv-cache SIZE] [--runs N] [--staging-buffers N]
+                           [--staging-mib N] [--threads N] [--no-density] [--json]
 
 Measures the CUDA backend as df11d runs it, on CUDA device N (default 0):
   copy      host-to-device bandwidth from page-locked memory (1 GiB, median of --runs)
@@ -36,7 +39,12 @@ Measures the CUDA backend as df11d runs it, on CUDA device N (default 0):
             first), median of --runs (default 5): files' bytes per second, and its ratio to the
             copy bandwidth (target: at least 0.8)
   decode    every layer decoded into scratch, then the output head: BF16 bytes written per second
-  density   copies of MODEL_DIR (and of --bf16 DIR) placed until the budget is full
+  fill      the host's share of a load alone: the files' bytes copied from their mappings into
+            the page-locked staging buffers by the placement's threads, with no device copy
+  density   copies of MODEL_DIR (and of --bf16 DIR) placed until the budget is full (not with
+            --no-density)
+--staging-buffers, --staging-mib and --threads set the placement's staging (default 4 buffers of
+32 MiB, threads for half the CPUs; --threads 0 is that default).
 --budget and --kv-cache take what df11d's memory.budget and memory.kv_cache take (default 90%
 and 10%: a share of the device, then of the budget). Exit 1 when the device or a model fails.
 )";
@@ -97,6 +105,70 @@ absl::StatusOr<double> CopyBandwidth(runtime::GpuDevice& device, int runs) {
   return result;
 }
 
+// The host's share of a placement alone: every tensor the CUDA backend copies, from the files'
+// mappings into `buffers` page-locked buffers of `staging_bytes` in turn, each filled by `pool`
+// in 1 MiB pieces; median bytes per second of `runs` fresh opens of `dir`.
+absl::StatusOr<double> HostFillBandwidth(runtime::GpuDevice& device, const std::string& dir,
+                                         const runtime::CudaBackend::Options& options, int runs) {
+  constexpr uint64_t kPiece = 1 << 20;
+  const int count = options.staging_buffers;
+  std::vector<void*> buffers;
+  for (int i = 0; i < count; ++i) {
+    absl::StatusOr<void*> b = device.AllocateHost(options.staging_bytes);
+    if (!b.ok()) {
+      for (void* p : buffers) device.FreeHost(p);
+      return b.status();
+    }
+    buffers.push_back(*b);
+  }
+  codec::ThreadPool pool(runtime::CudaBackend::StagingThreads(options));
+  std::vector<double> rates;
+  absl::Status status;
+  for (int run = 0; run < runs && status.ok(); ++run) {
+    absl::StatusOr<std::unique_ptr<runtime::Model>> host =
+        runtime::Model::Load(dir, {.interleave = false});
+    if (!host.ok()) {
+      status = host.status();
+      break;
+    }
+    std::vector<std::span<const uint8_t>> spans;
+    for (const auto& u : (*host)->units()) {
+      const codec::UnitTensors& t = u.unit->tensors();
+      const std::span<const uint32_t> positions = u.unit->positions();
+      spans.insert(spans.end(),
+                   {t.encoded_exponent,
+                    t.sign_mantissa,
+                    t.gaps,
+                    t.luts,
+                    {reinterpret_cast<const uint8_t*>(positions.data()), positions.size_bytes()}});
+    }
+    for (const auto& [name, bytes] : (*host)->plain_tensors()) {
+      spans.push_back({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+    }
+    uint64_t total = 0;
+    int slot = 0;
+    const Clock::time_point t0 = Clock::now();
+    for (std::span<const uint8_t> span : spans) {
+      for (uint64_t at = 0; at < span.size();) {
+        const uint64_t n = std::min<uint64_t>(options.staging_bytes, span.size() - at);
+        char* staging = static_cast<char*>(buffers[slot]);
+        const uint8_t* from = span.data() + at;
+        pool.ParallelFor((n + kPiece - 1) / kPiece, 1, [&](size_t begin, size_t end) {
+          const uint64_t first = begin * kPiece, last = std::min(n, end * kPiece);
+          std::memcpy(staging + first, from + first, last - first);
+        });
+        slot = (slot + 1) % count;
+        at += n;
+        total += n;
+      }
+    }
+    rates.push_back(total / Seconds(t0, Clock::now()));
+  }
+  for (void* p : buffers) device.FreeHost(p);
+  DF11_RETURN_IF_ERROR(status);
+  return Median(rates);
+}
+
 absl::StatusOr<std::unique_ptr<runtime::PlacedModel>> Place(runtime::CudaBackend& backend,
                                                             const std::string& dir) {
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> host,
@@ -121,7 +193,8 @@ absl::StatusOr<int> Density(runtime::CudaBackend& backend, const std::string& di
 
 absl::StatusOr<nlohmann::ordered_json> Run(const std::string& dir, const std::string& bf16,
                                            int device_index, const config::Budget& budget,
-                                           const config::Budget& kv_cache, int runs) {
+                                           const config::Budget& kv_cache, int runs,
+                                           runtime::CudaBackend::Options options, bool density) {
   nlohmann::ordered_json out;
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::GpuDevice> device,
                         runtime::cuda::OpenDevice(device_index));
@@ -129,15 +202,19 @@ absl::StatusOr<nlohmann::ordered_json> Run(const std::string& dir, const std::st
   DF11_ASSIGN_OR_RETURN(const double copy, CopyBandwidth(*device, runs));
   out["copy_h2d_gbps"] = copy / 1e9;
   DF11_ASSIGN_OR_RETURN(const runtime::GpuDevice::MemoryInfo info, device->GetMemoryInfo());
-  runtime::CudaBackend::Options options;
   options.budget = budget.Resolve(info.total);
   options.kv_pool_bytes = kv_cache.Resolve(options.budget);
   out["budget_bytes"] = options.budget;
   out["kv_pool_bytes"] = options.kv_pool_bytes;
+  out["staging"] = {{"buffers", options.staging_buffers},
+                    {"bytes", options.staging_bytes},
+                    {"threads", runtime::CudaBackend::StagingThreads(options)}};
+  const uint64_t file_bytes = WarmFiles(dir);
+  DF11_ASSIGN_OR_RETURN(const double fill, HostFillBandwidth(*device, dir, options, runs));
+  out["host_fill_gbps"] = fill / 1e9;
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaBackend> backend,
                         runtime::CudaBackend::Create(std::move(device), options));
 
-  const uint64_t file_bytes = WarmFiles(dir);
   std::vector<double> load_seconds, open_seconds;
   std::unique_ptr<runtime::PlacedModel> model;
   for (int i = 0; i < runs; ++i) {
@@ -186,6 +263,7 @@ absl::StatusOr<nlohmann::ordered_json> Run(const std::string& dir, const std::st
   out["decode_layers_seconds"] = Median(decode_seconds);
   out["decode_layers_gbps"] = decoded / Median(decode_seconds) / 1e9;
   model.reset();
+  if (!density) return out;
 
   std::string stopped;
   DF11_ASSIGN_OR_RETURN(const int copies, Density(*backend, dir, &stopped));
@@ -203,26 +281,36 @@ absl::StatusOr<nlohmann::ordered_json> Run(const std::string& dir, const std::st
 
 int RunGpuLoadBench(const std::vector<std::string>& argv) {
   constexpr char kName[] = "gpu-load-bench";
-  absl::StatusOr<Args> args =
-      Args::Parse(argv, {"bf16", "device", "budget", "kv-cache", "runs"}, {"json", "help"});
+  absl::StatusOr<Args> args = Args::Parse(
+      argv,
+      {"bf16", "device", "budget", "kv-cache", "runs", "staging-buffers", "staging-mib", "threads"},
+      {"json", "help", "no-density"});
   if (!args.ok()) return UsageError(kName, std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (args->positional().size() != 1) return UsageError(kName, "expected MODEL_DIR");
 #ifdef DF11_HAVE_CUDA
   absl::StatusOr<int64_t> device = args->GetInt("device", 0, 0, 1023);
   absl::StatusOr<int64_t> runs = args->GetInt("runs", 5, 1, 1000);
-  for (const auto* v : {&device, &runs}) {
+  runtime::CudaBackend::Options options;
+  absl::StatusOr<int64_t> buffers = args->GetInt("staging-buffers", options.staging_buffers, 2, 64);
+  absl::StatusOr<int64_t> mib =
+      args->GetInt("staging-mib", static_cast<int64_t>(options.staging_bytes >> 20), 1, 1024);
+  absl::StatusOr<int64_t> threads = args->GetInt("threads", options.threads, 0, 1024);
+  for (const auto* v : {&device, &runs, &buffers, &mib, &threads}) {
     if (!v->ok()) return UsageError(kName, std::string(v->status().message()));
   }
+  options.staging_buffers = static_cast<int>(*buffers);
+  options.staging_bytes = static_cast<uint64_t>(*mib) << 20;
+  options.threads = static_cast<int>(*threads);
   // The same spellings as df11d's configuration.
   absl::StatusOr<config::Config> sizes = config::ParseConfig(
       absl::StrCat("memory: {budget: \"", args->Get("budget").value_or("90%"), "\", kv_cache: \"",
                    args->Get("kv-cache").value_or("10%"), "\"}\npreload: []\n"),
       "");
   if (!sizes.ok()) return UsageError(kName, std::string(sizes.status().message()));
-  absl::StatusOr<nlohmann::ordered_json> result =
-      Run(args->positional()[0], args->Get("bf16").value_or(""), static_cast<int>(*device),
-          sizes->budget, sizes->kv_cache, static_cast<int>(*runs));
+  absl::StatusOr<nlohmann::ordered_json> result = Run(
+      args->positional()[0], args->Get("bf16").value_or(""), static_cast<int>(*device),
+      sizes->budget, sizes->kv_cache, static_cast<int>(*runs), options, !args->Has("no-density"));
   if (!result.ok()) return Fail(kName, result.status());
   const nlohmann::ordered_json& r = *result;
   if (args->Has("json")) {
@@ -238,6 +326,8 @@ int RunGpuLoadBench(const std::vector<std::string>& argv) {
   std::printf("decode %d layers in %.3f ms: %.1f GB/s of BF16\n", r["model"]["layers"].get<int>(),
               1e3 * r["decode_layers_seconds"].get<double>(),
               r["decode_layers_gbps"].get<double>());
+  std::printf("fill   host share alone %.1f GB/s\n", r["host_fill_gbps"].get<double>());
+  if (!r.contains("density")) return kExitOk;
   std::printf("density %d models of %.2f GB in a budget of %.1f GB\n",
               r["density"]["models"].get<int>(), r["model"]["resident_bytes"].get<double>() / 1e9,
               r["budget_bytes"].get<double>() / 1e9);
