@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <mutex>
 #include <queue>
@@ -57,6 +58,9 @@ struct CodeBook {
   std::vector<int> lengths;         // of symbols 0 .. m
   std::vector<uint32_t> values;     // of symbols 0 .. m, MSB-first
   std::array<uint8_t, 256> symbol;  // exponent -> symbol (m: escaped)
+  // Per exponent: the length and value of its code (the escape's for escaped exponents).
+  std::array<uint8_t, 256> length_of;
+  std::array<uint32_t, 256> value_of;
 };
 
 // Chooses how many of the most frequent exponents get codes (the rest are escaped at 8 bits
@@ -100,10 +104,12 @@ CodeBook ChooseCode(const std::array<uint64_t, 256>& histogram) {
     length = best.lengths[i];
     best.values[i] = value++;
   }
+  for (int e = 0; e < 256; ++e) {
+    best.length_of[e] = static_cast<uint8_t>(best.lengths[best.symbol[e]]);
+    best.value_of[e] = best.values[best.symbol[e]];
+  }
   return best;
 }
-
-inline uint8_t Exponent(uint16_t bf16) { return static_cast<uint8_t>(bf16 >> 7); }
 
 // The words and escape bytes of one segment.
 struct SegmentCodes {
@@ -111,52 +117,60 @@ struct SegmentCodes {
   std::vector<uint8_t> escapes;
 };
 
-// Codes `count` exponents (read from bf16 values) as one segment: element j in lane j % kLanes,
-// padded to whole steps with the most frequent exponent; words in the order the decoder asks for
-// them (two per lane to start, then one whenever a lane holds fewer than 16 bits after a code).
-void EncodeSegment(const CodeBook& book, const uint16_t* bf16, size_t count, SegmentCodes& out) {
-  const size_t padded = (count + kLanes - 1) / kLanes * kLanes;
-  thread_local std::vector<uint8_t> symbols;
+// Codes `count` exponents as one segment: element j in lane j % kLanes, padded to whole steps
+// with the most frequent exponent; words in the order the decoder asks for them (two per lane to
+// start, then one whenever a lane holds fewer than 16 bits after a code). Both what a lane writes
+// and when it asks depend on its own codes only, so each lane is coded alone first (its state in
+// registers), noting in which steps it asks; then the asks of each step are served in lane order.
+void EncodeSegment(const CodeBook& book, const uint8_t* exponents, size_t count,
+                   SegmentCodes& out) {
+  const size_t steps = (count + kLanes - 1) / kLanes;
   thread_local std::vector<uint16_t> lane_words[kLanes];
-  symbols.resize(padded);
-  for (auto& w : lane_words) w.clear();
-  uint64_t acc[kLanes] = {};
-  int acc_bits[kLanes] = {};
-  out.words.clear();
+  thread_local std::vector<uint64_t> asks;  // per step, bit l: lane l asks after its code
+  asks.assign(steps, 0);
   out.escapes.clear();
-  for (size_t j = 0; j < padded; ++j) {
-    const uint8_t exponent = j < count ? Exponent(bf16[j]) : book.exponents[0];
-    const int s = book.symbol[exponent];
-    if (s == book.m) out.escapes.push_back(exponent);
-    symbols[j] = static_cast<uint8_t>(s);
-    const int lane = static_cast<int>(j % kLanes);
-    acc[lane] = acc[lane] << book.lengths[s] | book.values[s];
-    acc_bits[lane] += book.lengths[s];
-    if (acc_bits[lane] >= 16) {
-      acc_bits[lane] -= 16;
-      lane_words[lane].push_back(static_cast<uint16_t>(acc[lane] >> acc_bits[lane]));
-    }
-  }
+  const uint8_t padding = book.exponents[0];
   for (int lane = 0; lane < kLanes; ++lane) {
-    if (acc_bits[lane] > 0) {
-      lane_words[lane].push_back(static_cast<uint16_t>(acc[lane] << (16 - acc_bits[lane])));
+    std::vector<uint16_t>& w = lane_words[lane];
+    w.resize(steps * kMaxLength / 16 + 2);
+    size_t n = 0;
+    uint32_t acc = 0;
+    int acc_bits = 0, held = 32;
+    for (size_t step = 0; step < steps; ++step) {
+      const size_t j = step * kLanes + lane;
+      const uint8_t e = j < count ? exponents[j] : padding;
+      const int length = book.length_of[e];
+      acc = acc << length | book.value_of[e];
+      acc_bits += length;
+      w[n] = static_cast<uint16_t>(acc >> (acc_bits & 15));  // kept only if 16 bits are there
+      n += acc_bits >> 4;
+      acc_bits &= 15;
+      held -= length;
+      const uint64_t ask = held < 16;
+      asks[step] |= ask << lane;
+      held += static_cast<int>(ask << 4);
     }
+    if (acc_bits > 0) w[n++] = static_cast<uint16_t>(acc << (16 - acc_bits));
+    w.resize(n);
+  }
+  // Escape bytes in element order (rare).
+  for (size_t j = 0; j < count; ++j) {
+    if (book.symbol[exponents[j]] == book.m) out.escapes.push_back(exponents[j]);
   }
   size_t next[kLanes] = {};
-  int held[kLanes] = {};
-  auto ask = [&](int lane) {
+  auto word = [&](int lane) -> uint16_t {
     const std::vector<uint16_t>& w = lane_words[lane];
-    out.words.push_back(next[lane] < w.size() ? w[next[lane]] : 0);
-    ++next[lane];
-    held[lane] += 16;
+    const size_t k = next[lane]++;
+    return k < w.size() ? w[k] : 0;  // asks past the lane's last word get zeros
   };
+  out.words.clear();
+  out.words.reserve(2 * kLanes + steps * kLanes * kMaxLength / 9 + 2 * kLanes);
   for (int round = 0; round < 2; ++round) {
-    for (int lane = 0; lane < kLanes; ++lane) ask(lane);
+    for (int lane = 0; lane < kLanes; ++lane) out.words.push_back(word(lane));
   }
-  for (size_t j = 0; j < padded; ++j) {
-    const int lane = static_cast<int>(j % kLanes);
-    held[lane] -= book.lengths[symbols[j]];
-    if (held[lane] < 16) ask(lane);
+  for (size_t step = 0; step < steps; ++step) {
+    for (uint64_t m = asks[step]; m != 0; m &= m - 1)
+      out.words.push_back(word(std::countr_zero(m)));
   }
 }
 
@@ -258,21 +272,26 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
   u.segments_.push_back({.first = n, .word = 0, .escape = 0, .region = u.regions_.size()});
   const size_t n_segments = u.num_segments();
 
-  // Ranges of segments decoded by the DF11 decoder, in parallel.
+  // Ranges of segments, their exponents decoded by the DF11 decoder, in parallel.
   std::mutex mu;
   absl::Status first_error;
-  auto for_segments = [&](const std::function<void(size_t s, const uint16_t* bf16)>& fn) {
+  auto for_segments = [&](const std::function<void(size_t s, const uint8_t* exponents)>& fn) {
     auto range = [&](size_t b, size_t e) {
-      thread_local std::vector<uint16_t> bf16;
-      const size_t first = u.segments_[b].first;
-      bf16.resize(u.segments_[e].first - first);
-      absl::Status s = decoder.DecodeElements(first, bf16);
+      thread_local std::vector<uint8_t> exponents;
+      const size_t first = u.segments_[b].first, last = u.segments_[e].first;
+      exponents.resize(last - first);
+      size_t done = 0;
+      absl::Status s = decoder.DecodeExponentsInPieces(
+          first, last, [&](std::span<const uint8_t> piece, std::span<const uint8_t>) {
+            std::memcpy(exponents.data() + done, piece.data(), piece.size());
+            done += piece.size();
+          });
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.ok()) first_error = std::move(s);
         return;
       }
-      for (size_t k = b; k < e; ++k) fn(k, bf16.data() + (u.segments_[k].first - first));
+      for (size_t k = b; k < e; ++k) fn(k, exponents.data() + (u.segments_[k].first - first));
     };
     if (pool == nullptr) {
       range(0, n_segments);
@@ -282,10 +301,10 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
   };
 
   std::array<uint64_t, 256> histogram{};
-  for_segments([&](size_t s, const uint16_t* bf16) {
+  for_segments([&](size_t s, const uint8_t* exponents) {
     std::array<uint64_t, 256> h{};
     const size_t count = u.segments_[s + 1].first - u.segments_[s].first;
-    for (size_t j = 0; j < count; ++j) ++h[Exponent(bf16[j])];
+    for (size_t j = 0; j < count; ++j) ++h[exponents[j]];
     std::lock_guard<std::mutex> lock(mu);
     for (int i = 0; i < 256; ++i) histogram[i] += h[i];
   });
@@ -305,8 +324,8 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
   }
 
   std::vector<SegmentCodes> codes(n_segments);
-  for_segments([&](size_t s, const uint16_t* bf16) {
-    EncodeSegment(book, bf16, u.segments_[s + 1].first - u.segments_[s].first, codes[s]);
+  for_segments([&](size_t s, const uint8_t* exponents) {
+    EncodeSegment(book, exponents, u.segments_[s + 1].first - u.segments_[s].first, codes[s]);
   });
   DF11_RETURN_IF_ERROR(first_error);
   size_t words = 0, escapes = 0;
