@@ -8,6 +8,7 @@
 
 #include "codec/cuda/cuda_status.h"
 #include "codec/cuda/decode_steps.h"
+#include "codec/cuda/launch_items.cuh"
 #include "codec/gpu_decoder.h"
 
 namespace df11::codec::gpu {
@@ -40,27 +41,12 @@ template <typename Step>
 __device__ void ForEachBlock(const UnitView* units, uint32_t n_units, uint32_t* table,
                              uint8_t* luts, Step step) {
   __shared__ uint32_t first_block[kMaxUnitsPerLaunch + 1];  // launch-wide block of each view
-  if (threadIdx.x == 0) {
-    uint32_t total = 0;
-    for (uint32_t i = 0; i < n_units; ++i) {
-      first_block[i] = total;
-      total += units[i].n_blocks;
-    }
-    first_block[n_units] = total;
-  }
+  NumberItems(units, n_units, first_block, [](const UnitView& u) { return u.n_blocks; });
   __syncthreads();
   const uint32_t total_blocks = first_block[n_units];
   uint32_t loaded = n_units;  // no view's tables in shared memory yet
   for (uint32_t g = blockIdx.x; g < total_blocks; g += gridDim.x) {
-    uint32_t lo = 0, hi = n_units;  // the view whose blocks contain g
-    while (hi - lo > 1) {
-      const uint32_t mid = (lo + hi) / 2;
-      if (first_block[mid] <= g) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
+    const uint32_t lo = ViewOfItem(first_block, n_units, g);
     const UnitView unit = units[lo];
     if (lo != loaded) {  // uniform across the CTA
       __syncthreads();

@@ -7,6 +7,7 @@
 
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
+#include "codec/cuda/launch_items.cuh"
 #include "codec/gpu_interleaved.h"
 
 namespace df11::codec::gpu {
@@ -112,14 +113,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   __shared__ uint32_t first_segment[kMaxUnitsPerLaunch + 1];  // launch-wide segment of each view
   // Each warp's copy of the table of the unit it decodes (loaded again when the unit changes).
   __shared__ uint16_t tables[kThreads / 32][kInterleavedTableEntries];
-  if (threadIdx.x == 0) {
-    uint32_t total = 0;
-    for (uint32_t i = 0; i < n_views; ++i) {
-      first_segment[i] = total;
-      total += views[i].n_segments;
-    }
-    first_segment[n_views] = total;
-  }
+  NumberItems(views, n_views, first_segment, [](const InterleavedView& v) { return v.n_segments; });
   __syncthreads();
   const uint32_t total = first_segment[n_views];
   const int t = threadIdx.x % 32;
@@ -128,15 +122,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   uint16_t* const table = tables[threadIdx.x / 32];
   uint32_t table_view = n_views;  // none yet
   for (uint32_t w = blockIdx.x * warps_per_cta + threadIdx.x / 32; w < total; w += stride) {
-    uint32_t lo = 0, hi = n_views;  // the view: the last i with first_segment[i] <= w
-    while (hi - lo > 1) {
-      const uint32_t mid = (lo + hi) / 2;
-      if (first_segment[mid] <= w) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
+    const uint32_t lo = ViewOfItem(first_segment, n_views, w);
     const InterleavedView v = views[lo];
     if (lo != table_view) {  // uniform across the warp
       __syncwarp();
