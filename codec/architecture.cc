@@ -17,8 +17,8 @@ absl::StatusOr<int64_t> PositiveInt(const nlohmann::json& config, const char* fi
   constexpr int64_t kMax = int64_t{1} << 24;
   if (it == config.end() || !it->is_number_integer() || it->get<int64_t>() <= 0 ||
       it->get<int64_t>() > kMax) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: `", field, "` must be a positive integer of at most ", kMax));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: `", field, "` must be a positive integer of at most ", kMax));
   }
   return it->get<int64_t>();
 }
@@ -26,18 +26,24 @@ absl::StatusOr<int64_t> PositiveInt(const nlohmann::json& config, const char* fi
 }  // namespace
 
 const std::vector<std::string>& SupportedArchitectures() {
-  static const auto* kSupported = new std::vector<std::string>{
-      "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
+  static const auto* kSupported = new std::vector<std::string>{"LlamaForCausalLM",
+                                                               "MistralForCausalLM",
+                                                               "Qwen2ForCausalLM",
+                                                               "Qwen3ForCausalLM",
+                                                               "Gemma2ForCausalLM",
+                                                               "Gemma3ForCausalLM",
+                                                               "Gemma3ForConditionalGeneration",
+                                                               "Phi3ForCausalLM"};
   return *kSupported;
 }
 
 absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_json) {
-  nlohmann::json config = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (!config.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+  const nlohmann::json top =
+      nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!top.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
   ArchitectureInfo arch;
-  auto archs = config.find("architectures");
-  if (archs == config.end() || !archs->is_array() || archs->empty() ||
-      !(*archs)[0].is_string()) {
+  auto archs = top.find("architectures");
+  if (archs == top.end() || !archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
     return absl::InvalidArgumentError("config.json: `architectures` must list the model class");
   }
   arch.architecture = (*archs)[0].get<std::string>();
@@ -46,6 +52,28 @@ absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_jso
     return absl::InvalidArgumentError(absl::StrCat(
         "architecture ", arch.architecture, " is not supported; supported: ",
         absl::StrJoin(supported, ", "), " (or give a pattern dict with --pattern-dict)"));
+  }
+  // Gemma configs leave out fields at Gemma2Config's or Gemma3TextConfig's defaults; a multimodal
+  // checkpoint describes its text tower in `text_config`.
+  const bool gemma = absl::StartsWith(arch.architecture, "Gemma");
+  nlohmann::json config =
+      gemma ? nlohmann::json{{"vocab_size",
+                              arch.architecture == "Gemma2ForCausalLM" ? 256000 : 262208},
+                             {"hidden_size", 2304},
+                             {"intermediate_size", 9216},
+                             {"num_attention_heads", 8},
+                             {"num_key_value_heads", 4},
+                             {"head_dim", 256},
+                             {"tie_word_embeddings", true}}
+            : nlohmann::json::object();
+  if (arch.architecture == "Gemma3ForConditionalGeneration") {
+    if (!top.contains("text_config") || !top["text_config"].is_object()) {
+      return absl::InvalidArgumentError(
+          "config.json: Gemma3ForConditionalGeneration needs a `text_config` object");
+    }
+    config.update(top["text_config"]);
+  } else {
+    config.update(top);
   }
   struct Field {
     const char* name;
@@ -79,16 +107,35 @@ absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_jso
     arch.head_dim = arch.hidden_size / arch.num_attention_heads;
   }
   auto tie = config.find("tie_word_embeddings");
-  // transformers' LlamaConfig, Qwen2Config and Qwen3Config default to untied embeddings.
+  // transformers' configs default to untied embeddings, except Gemma's.
   arch.tie_word_embeddings = tie != config.end() && tie->is_boolean() && tie->get<bool>();
   return arch;
 }
 
+bool IsFusedArchitecture(const ArchitectureInfo& arch) {
+  return arch.architecture == "Phi3ForCausalLM";
+}
+
 PatternDict DefaultPatternDict(const ArchitectureInfo& arch) {
+  // The official Gemma 3 releases (gemma-3-{4b,12b,27b}-it-DF11) compress the text layers only,
+  // with this key verbatim; the multimodal checkpoints name the text tower language_model.model.
+  if (arch.architecture == "Gemma3ForConditionalGeneration") {
+    return {{R"(language_model.model.layers.\d+)",
+             {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}}};
+  }
   PatternDict dict;
   if (!arch.tie_word_embeddings) {
     dict.push_back({"lm_head", {}});
     dict.push_back({R"(model\.embed_tokens)", {}});
+  }
+  if (IsFusedArchitecture(arch)) {
+    // As Phi-4-reasoning-plus-DF11: o_proj first, and the keys' dots unescaped.
+    if (!arch.tie_word_embeddings) dict[1].first = "model.embed_tokens";
+    dict.push_back(
+        {R"(model.layers.\d+)",
+         {"self_attn.o_proj", "self_attn.qkv_proj", "mlp.gate_up_proj", "mlp.down_proj"}});
+    return dict;
   }
   dict.push_back({R"(model\.layers\.\d+)",
                   {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -112,6 +159,8 @@ std::optional<std::vector<int64_t>> WeightShape(const ArchitectureInfo& a,
       {"mlp.gate_proj.weight", a.intermediate_size, a.hidden_size},
       {"mlp.up_proj.weight", a.intermediate_size, a.hidden_size},
       {"mlp.down_proj.weight", a.hidden_size, a.intermediate_size},
+      {"self_attn.qkv_proj.weight", q + 2 * kv, a.hidden_size},  // Phi-3
+      {"mlp.gate_up_proj.weight", 2 * a.intermediate_size, a.hidden_size},
       {"embed_tokens.weight", a.vocab_size, a.hidden_size},
       {"lm_head.weight", a.vocab_size, a.hidden_size},
   };

@@ -1,5 +1,6 @@
 // What the codec knows of Hugging Face model architectures: the DF11 units the official releases
-// use for Llama, Qwen2 and Qwen3, and the shape of every weight inside those units.
+// use for Llama, Mistral, Qwen2, Qwen3, Gemma 3 and Phi-3 / Phi-4, and the shape of every weight
+// inside those units.
 #ifndef DF11_CODEC_ARCHITECTURE_H_
 #define DF11_CODEC_ARCHITECTURE_H_
 
@@ -37,10 +38,15 @@ const std::vector<std::string>& SupportedArchitectures();
 // are).
 absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_json);
 
-// The official releases' pattern_dict: each decoder layer's q, k, v, o, gate, up, down as one unit,
-// plus lm_head and model.embed_tokens as units of their own, except for tied embeddings, where the
-// shared matrix stays BF16 (as DFloat11/Qwen3-4B-DF11 ships).
+// The official releases' pattern_dict: each decoder layer's q, k, v, o, gate, up, down as one unit
+// (Phi-3: o, qkv, gate_up, down), plus lm_head and model.embed_tokens as units of their own,
+// except for tied embeddings, where the shared matrix stays BF16 (as DFloat11/Qwen3-4B-DF11
+// ships). Gemma3ForConditionalGeneration: the text tower's layers only, as the gemma-3-*-it-DF11
+// releases.
 PatternDict DefaultPatternDict(const ArchitectureInfo& arch);
+
+// True for architectures that store q/k/v and gate/up as one tensor each (Phi-3).
+bool IsFusedArchitecture(const ArchitectureInfo& arch);
 
 // Shape (out_features, in_features) of `<module>.<attr>.weight` (attr empty: `<module>.weight`),
 // by the last components of the name; nullopt when the name is not one of the architecture's

@@ -313,6 +313,12 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
   resident->resolved_revision = revision;
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> host,
                         runtime::Model::Load(directory, backend_.HostLoadOptions()));
+  if (host->skipped_tensors() > 0) {
+    resident->load_note =
+        absl::StrCat("only the text model of ", host->config().architecture_name, " is served; ",
+                     host->skipped_tensors(), " tensors (", host->skipped_bytes(),
+                     " bytes) of its other towers were not loaded");
+  }
   DF11_ASSIGN_OR_RETURN(resident->model,
                         backend_.Place(std::move(host), [&](uint64_t done, uint64_t all) {
                           return progress(LoadProgress{.phase = LoadProgress::Phase::kPlacing,
@@ -613,6 +619,7 @@ ModelInfo Registry::InfoLocked(const Entry& e) const {
   info.bytes.df11_units = e.reserved_units;
   info.bytes.passthrough = e.reserved_plain;
   if (const ResidentModel* m = e.model.get(); m != nullptr) {
+    info.load_note = m->load_note;
     info.resolved_revision = m->resolved_revision;
     info.bytes.df11_units = m->model->unit_bytes();
     info.bytes.passthrough = m->model->plain_bytes();

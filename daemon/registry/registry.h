@@ -66,6 +66,9 @@ struct ResidentModel {
   // The model's chat template, or why it has none (a chat request then fails with this).
   absl::StatusOr<runtime::ChatTemplate> chat_template = absl::UnknownError("not loaded");
   runtime::SamplingParams defaults;  // from generation_config.json
+  // What the load left out that a person should know (the other towers of a multimodal
+  // checkpoint); empty when nothing.
+  std::string load_note;
   bool pinned = false;
   double keep_alive_seconds = 0;
 
@@ -115,6 +118,7 @@ struct ModelInfo {
   int32_t running_requests = 0;
   int32_t queued_requests = 0;
   uint64_t kv_bytes_per_position = 0;  // a resident model's KV cache per position of a sequence
+  std::string load_note;               // ResidentModel::load_note
 };
 
 // The device's memory by kind. used = weights + scratch + kv_cache + kv_pool_free + workspace.

@@ -22,61 +22,29 @@ void Bf16ToFloat(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(in[i]);
 }
 
-// transformers' RMSNorm in fp32: x * rsqrt(mean(x^2) + eps), then times the weight.
-void RmsNorm(const float* x, const uint16_t* weight, int64_t n, double eps, float* out) {
+// transformers' RMSNorm in fp32: x * rsqrt(mean(x^2) + eps), then times (offset + weight); the
+// offset is 1 for Gemma and 0 for the others.
+void RmsNorm(const float* x, const uint16_t* weight, int64_t n, double eps, float offset,
+             float* out) {
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * x[i];
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + static_cast<float>(eps));
-  for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(weight[i]) * (x[i] * scale);
-}
-
-// The rotary inverse frequencies, in fp32 as transformers computes them (modeling_rope_utils).
-std::vector<float> InverseFrequencies(const ModelConfig& c) {
-  const int64_t d = c.head_dim;
-  std::vector<float> inv(d / 2);
-  for (int64_t i = 0; i < d / 2; ++i) {
-    inv[i] = 1.0f / std::pow(static_cast<float>(c.rope.theta),
-                             static_cast<float>(2 * i) / static_cast<float>(d));
-  }
-  const RopeConfig& r = c.rope;
-  if (r.type == RopeConfig::Type::kLinear) {
-    for (float& f : inv) f /= static_cast<float>(r.factor);
-  } else if (r.type == RopeConfig::Type::kLlama3) {
-    const float factor = static_cast<float>(r.factor);
-    const float low = static_cast<float>(r.low_freq_factor);
-    const float high = static_cast<float>(r.high_freq_factor);
-    const float original = static_cast<float>(r.original_max_position_embeddings);
-    const float low_wavelen = original / low;
-    const float high_wavelen = original / high;
-    for (float& f : inv) {
-      const float wavelen = 2.0f * static_cast<float>(M_PI) / f;
-      if (wavelen > low_wavelen) {
-        f = f / factor;
-      } else if (wavelen >= high_wavelen) {  // medium frequencies: smoothed
-        const float smooth = (original / wavelen - low) / (high - low);
-        f = (1.0f - smooth) * f / factor + smooth * f;
-      }
-    }
-  }
-  return inv;
-}
-
-// Rotates each head of `x` (heads x d) for position `pos`: the half-split ("NEOX") layout.
-void ApplyRope(float* x, int64_t heads, int64_t d, int64_t pos, const std::vector<float>& inv) {
-  const int64_t half = d / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const float angle = static_cast<float>(pos) * inv[i];
-    const float cos = std::cos(angle), sin = std::sin(angle);
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = x + h * d;
-      const float a = v[i], b = v[i + half];
-      v[i] = a * cos - b * sin;
-      v[i + half] = b * cos + a * sin;
-    }
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = (offset + Bf16ToFloat(weight[i])) * (x[i] * scale);
 }
 
 inline float Silu(float z) { return z / (1.0f + std::exp(-z)); }
+
+// torch's gelu(approximate="tanh").
+inline float GeluTanh(float z) {
+  constexpr float kBeta = static_cast<float>(M_SQRT2 * M_2_SQRTPI * 0.5);
+  constexpr float kKappa = 0.044715f;
+  return 0.5f * z * (1.0f + std::tanh(kBeta * (z + kKappa * z * z * z)));
+}
+
+// cap · tanh(x / cap), in place.
+void SoftCap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
+}
 
 // Input rows from which a matrix product goes to sgemm rather than the matrix-vector kernel.
 constexpr int64_t kGemmRows = 8;
@@ -86,12 +54,17 @@ constexpr int64_t kGemmRows = 8;
 CpuKvCache::CpuKvCache(const ModelConfig& config, int64_t capacity,
                        std::shared_ptr<std::atomic<uint64_t>> live_bytes)
     : KvCache(capacity),
-      layers_(config.num_layers),
       row_(config.num_kv_heads * config.head_dim),
-      data_per_layer_(capacity * config.num_kv_heads * config.head_dim),
-      keys_(layers_ * data_per_layer_),
-      values_(layers_ * data_per_layer_),
       live_bytes_(std::move(live_bytes)) {
+  int64_t elements = 0;
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    const int64_t window = config.sliding_window[l];
+    slots_.push_back(window > 0 ? std::min(capacity, window) : capacity);
+    layer_offsets_.push_back(elements);
+    elements += slots_.back() * row_;
+  }
+  keys_.resize(elements);
+  values_.resize(elements);
   *live_bytes_ += bytes();
 }
 
@@ -132,6 +105,8 @@ BackendMemory CpuBackend::Memory() const {
   return m;
 }
 
+// Every layer's: a sliding-window layer's cache stops growing at its window, so this is an upper
+// bound for those.
 uint64_t CpuBackend::KvBytesPerPosition(const ModelConfig& config) const {
   return 2 * static_cast<uint64_t>(config.num_layers * config.num_kv_heads * config.head_dim) *
          sizeof(float);
@@ -256,32 +231,43 @@ void CpuBackend::LinearInterleaved(const codec::InterleavedUnit& u, size_t regio
 }
 
 void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache,
-                           int64_t new_tokens, int64_t first_row, const float* q, float* out) {
-  const int64_t nh = c.num_heads, d = c.head_dim, group = c.num_heads / c.num_kv_heads;
+                           int64_t new_tokens, int64_t first_row, float* out) {
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const int64_t group = nh / nkv, window = c.sliding_window[layer];
   const int64_t start = cache.length();  // position of the first new token
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = c.attention_scale, softcap = c.attention_softcap;
+  // A position's key and value: in the cache before `start`, in this step's rows from it on.
+  auto key = [&](int64_t j) {
+    return j < start ? cache.k(layer, j) : &k_[(first_row + j - start) * nkv * d];
+  };
+  auto value = [&](int64_t j) {
+    return j < start ? cache.v(layer, j) : &v_[(first_row + j - start) * nkv * d];
+  };
   pool_.ParallelFor(new_tokens * nh, 1, [&](size_t b, size_t e) {
     thread_local std::vector<float> scores;
     for (size_t task = b; task < e; ++task) {
       const int64_t t = task / nh, h = task % nh, kvh = h / group;
-      const int64_t positions = start + t + 1;  // causal: keys 0 .. start + t
-      const float* qv = q + (first_row + t) * nh * d + h * d;
-      scores.resize(positions);
+      const int64_t pos = start + t;  // causal: keys first .. pos
+      const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+      const float* qv = &q_[(first_row + t) * nh * d + h * d];
+      scores.resize(pos + 1 - first);
       float max = -INFINITY;
-      for (int64_t j = 0; j < positions; ++j) {
-        const float* kv = cache.k(layer, j) + kvh * d;
+      for (int64_t j = first; j <= pos; ++j) {
+        const float* kv = key(j) + kvh * d;
         float dot = 0;
         for (int64_t i = 0; i < d; ++i) dot += qv[i] * kv[i];
-        scores[j] = dot * scale;
-        max = std::max(max, scores[j]);
+        float score = dot * scale;
+        if (softcap > 0) score = std::tanh(score / softcap) * softcap;
+        scores[j - first] = score;
+        max = std::max(max, score);
       }
       double total = 0;
-      for (int64_t j = 0; j < positions; ++j) total += scores[j] = std::exp(scores[j] - max);
+      for (float& s : scores) total += s = std::exp(s - max);
       float* o = out + (first_row + t) * nh * d + h * d;
       std::fill(o, o + d, 0.0f);
-      for (int64_t j = 0; j < positions; ++j) {
-        const float p = static_cast<float>(scores[j] / total);
-        const float* vv = cache.v(layer, j) + kvh * d;
+      for (int64_t j = first; j <= pos; ++j) {
+        const float p = static_cast<float>(scores[j - first] / total);
+        const float* vv = value(j) + kvh * d;
         for (int64_t i = 0; i < d; ++i) o[i] += p * vv[i];
       }
     }
@@ -290,12 +276,15 @@ void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cach
 
 absl::Status CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
                                       std::span<const SequenceStep> batch, int64_t rows,
-                                      const std::vector<float>& inv_freq) {
+                                      const RotaryEmbedding& full_rope,
+                                      const RotaryEmbedding& sliding_rope) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const float offset = c.norm_weight_offset;
+  const RotaryEmbedding& rope = c.sliding_window[l] > 0 ? sliding_rope : full_rope;
   // Attention.
   for (int64_t r = 0; r < rows; ++r)
-    RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, &h_[r * H]);
+    RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, offset, &h_[r * H]);
   DF11_RETURN_IF_ERROR(Linear(w.q_proj, w.q_bias, nh * d, H, h_.data(), rows, q_.data()));
   DF11_RETURN_IF_ERROR(Linear(w.k_proj, w.k_bias, nkv * d, H, h_.data(), rows, k_.data()));
   DF11_RETURN_IF_ERROR(Linear(w.v_proj, w.v_bias, nkv * d, H, h_.data(), rows, v_.data()));
@@ -305,35 +294,54 @@ absl::Status CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const Lay
     for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
       float* qr = &q_[r * nh * d];
       float* kr = &k_[r * nkv * d];
-      if (w.q_norm != nullptr) {  // Qwen3: per-head RMSNorm before RoPE
+      if (w.q_norm != nullptr) {  // Qwen3, Gemma 3: per-head RMSNorm before RoPE
         for (int64_t h = 0; h < nh; ++h)
-          RmsNorm(qr + h * d, w.q_norm, d, c.rms_norm_eps, qr + h * d);
+          RmsNorm(qr + h * d, w.q_norm, d, c.rms_norm_eps, offset, qr + h * d);
         for (int64_t h = 0; h < nkv; ++h)
-          RmsNorm(kr + h * d, w.k_norm, d, c.rms_norm_eps, kr + h * d);
+          RmsNorm(kr + h * d, w.k_norm, d, c.rms_norm_eps, offset, kr + h * d);
       }
       const int64_t pos = cache.length() + static_cast<int64_t>(t);
-      ApplyRope(qr, nh, d, pos, inv_freq);
-      ApplyRope(kr, nkv, d, pos, inv_freq);
-      std::memcpy(cache.k(l, pos), kr, nkv * d * sizeof(float));
-      std::memcpy(cache.v(l, pos), &v_[r * nkv * d], nkv * d * sizeof(float));
+      rope.Apply(qr, nh, d, pos);
+      rope.Apply(kr, nkv, d, pos);
     }
   }
   r = 0;
   for (const SequenceStep& s : batch) {
     const int64_t n = static_cast<int64_t>(s.tokens.size());
-    Attention(c, l, static_cast<CpuKvCache&>(*s.cache), n, r, q_.data(), attn_.data());
+    Attention(c, l, static_cast<CpuKvCache&>(*s.cache), n, r, attn_.data());
     r += n;
   }
+  // The new keys and values into the caches, once every query of the step has used them (a
+  // sliding-window layer's slots may be reused within one step).
+  r = 0;
+  for (const SequenceStep& s : batch) {
+    auto& cache = static_cast<CpuKvCache&>(*s.cache);
+    for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
+      const int64_t pos = cache.length() + static_cast<int64_t>(t);
+      std::memcpy(cache.k(l, pos), &k_[r * nkv * d], nkv * d * sizeof(float));
+      std::memcpy(cache.v(l, pos), &v_[r * nkv * d], nkv * d * sizeof(float));
+    }
+  }
   DF11_RETURN_IF_ERROR(Linear(w.o_proj, w.o_bias, H, nh * d, attn_.data(), rows, tmp_.data()));
+  if (w.attention_output_norm != nullptr) {
+    for (r = 0; r < rows; ++r)
+      RmsNorm(&tmp_[r * H], w.attention_output_norm, H, c.rms_norm_eps, offset, &tmp_[r * H]);
+  }
   for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
   // MLP.
-  for (r = 0; r < rows; ++r) {
-    RmsNorm(&x_[r * H], w.post_attention_norm, H, c.rms_norm_eps, &h_[r * H]);
-  }
+  for (r = 0; r < rows; ++r) RmsNorm(&x_[r * H], w.mlp_norm, H, c.rms_norm_eps, offset, &h_[r * H]);
   DF11_RETURN_IF_ERROR(Linear(w.gate_proj, w.gate_bias, I, H, h_.data(), rows, gate_.data()));
   DF11_RETURN_IF_ERROR(Linear(w.up_proj, w.up_bias, I, H, h_.data(), rows, up_.data()));
-  for (int64_t i = 0; i < rows * I; ++i) gate_[i] = Silu(gate_[i]) * up_[i];
+  if (c.activation == Activation::kGeluTanh) {
+    for (int64_t i = 0; i < rows * I; ++i) gate_[i] = GeluTanh(gate_[i]) * up_[i];
+  } else {
+    for (int64_t i = 0; i < rows * I; ++i) gate_[i] = Silu(gate_[i]) * up_[i];
+  }
   DF11_RETURN_IF_ERROR(Linear(w.down_proj, w.down_bias, H, I, gate_.data(), rows, tmp_.data()));
+  if (w.mlp_output_norm != nullptr) {
+    for (r = 0; r < rows; ++r)
+      RmsNorm(&tmp_[r * H], w.mlp_output_norm, H, c.rms_norm_eps, offset, &tmp_[r * H]);
+  }
   for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
   return absl::OkStatus();
 }
@@ -397,7 +405,7 @@ absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const Sequ
   attn_.resize(rows * nh * d);
   gate_.resize(rows * I);
   up_.resize(rows * I);
-  const std::vector<float> inv_freq = InverseFrequencies(c);
+  const RotaryEmbedding full_rope(c.rope, c.rotary_dim), sliding_rope(c.sliding_rope, c.rotary_dim);
   CountBuffers();
 
   {
@@ -422,7 +430,7 @@ absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const Sequ
         next = model.Layer(l + 1, layer_scratch(l + 1), &pool_, decode_matrices);
       }
     }
-    if (absl::Status s = ComputeLayer(c, l, w, batch, rows, inv_freq); !s.ok()) {
+    if (absl::Status s = ComputeLayer(c, l, w, batch, rows, full_rope, sliding_rope); !s.ok()) {
       if (overlap) prefetch_.Wait();
       return s;
     }
@@ -431,7 +439,8 @@ absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const Sequ
   int64_t r = 0, s_index = 0;
   for (const SequenceStep& s : batch) {
     r += static_cast<int64_t>(s.tokens.size());
-    RmsNorm(&x_[(r - 1) * H], model.final_norm(), H, c.rms_norm_eps, &h_[s_index * H]);
+    RmsNorm(&x_[(r - 1) * H], model.final_norm(), H, c.rms_norm_eps, c.norm_weight_offset,
+            &h_[s_index * H]);
     static_cast<CpuKvCache*>(s.cache)->Advance(static_cast<int64_t>(s.tokens.size()));
     ++s_index;
   }
@@ -440,6 +449,9 @@ absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const Sequ
   matvec_pass_ = true;
   const absl::Status status =
       Linear(head, nullptr, V, H, h_.data(), static_cast<int64_t>(batch.size()), logits.data());
+  if (status.ok() && c.final_logit_softcap > 0) {
+    SoftCap(logits.data(), static_cast<int64_t>(batch.size()) * V, c.final_logit_softcap);
+  }
   CountBuffers();
   return status;
 }

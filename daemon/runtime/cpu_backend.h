@@ -1,5 +1,5 @@
-// The CPU backend: the forward pass of Llama / Qwen2 / Qwen3 in fp32 from BF16 weights, one
-// decoder block at a time.
+// The CPU backend: the forward pass of the ModelConfig architectures (Llama, Mistral, Qwen2,
+// Qwen3, Gemma 3, Phi-3) in fp32 from BF16 weights, one decoder block at a time.
 //  - Many rows (prefill): OpenBLAS sgemm. For a DF11 model each block is decoded into one of two
 //    shared scratches while the previous block computes.
 //  - Few rows (decode steps): an AVX2 BF16 matrix-vector kernel. For a DF11 model each thread
@@ -32,28 +32,32 @@
 #include "daemon/runtime/background_job.h"
 #include "daemon/runtime/matvec.h"
 #include "daemon/runtime/model.h"
+#include "daemon/runtime/rotary_embedding.h"
 
 namespace df11::runtime {
 
-// The keys and values of one sequence in host memory, fp32, [layer][position][kv head][head_dim].
+// The keys and values of one sequence in host memory, fp32, [layer][slot][kv head][head_dim]. A
+// full-attention layer has a slot per position; a sliding-window layer only its window's, used
+// round robin (position p in slot p mod window).
 class CpuKvCache final : public KvCache {
  public:
   // `live_bytes` counts the bytes of every cache alive (shared with the backend that made it).
   CpuKvCache(const ModelConfig& config, int64_t capacity,
              std::shared_ptr<std::atomic<uint64_t>> live_bytes);
   ~CpuKvCache() override;
-  uint64_t bytes() const override { return 2 * data_per_layer_ * layers_ * sizeof(float); }
+  uint64_t bytes() const override { return 2 * keys_.size() * sizeof(float); }
 
  private:
   friend class CpuBackend;
   float* k(int64_t layer, int64_t pos) {
-    return keys_.data() + layer * data_per_layer_ + pos * row_;
+    return keys_.data() + layer_offsets_[layer] + (pos % slots_[layer]) * row_;
   }
   float* v(int64_t layer, int64_t pos) {
-    return values_.data() + layer * data_per_layer_ + pos * row_;
+    return values_.data() + layer_offsets_[layer] + (pos % slots_[layer]) * row_;
   }
   void Advance(int64_t n) { length_ += n; }
-  int64_t layers_, row_, data_per_layer_;
+  int64_t row_;
+  std::vector<int64_t> slots_, layer_offsets_;  // per layer
   std::vector<float> keys_, values_;
   std::shared_ptr<std::atomic<uint64_t>> live_bytes_;
 };
@@ -101,12 +105,14 @@ class CpuBackend final : public Backend {
   // LinearFused for a matrix of a re-encoded unit (codec::InterleavedUnit).
   void LinearInterleaved(const codec::InterleavedUnit& u, size_t region, int64_t out, int64_t in,
                          const float* x, int64_t rows, float* y);
+  // Attention of one sequence's `new_tokens` queries (rows first_row on of q_, k_, v_, after
+  // RoPE) over its cached positions and the new ones, before the new ones are cached.
   void Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache, int64_t new_tokens,
-                 int64_t first_row, const float* q, float* out);
+                 int64_t first_row, float* out);
   // Decoder layer l of one batch: x_ (rows x hidden) in place.
   absl::Status ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
                             std::span<const SequenceStep> batch, int64_t rows,
-                            const std::vector<float>& inv_freq);
+                            const RotaryEmbedding& full_rope, const RotaryEmbedding& sliding_rope);
 
   Options options_;
   codec::ThreadPool pool_;         // matrix products, attention, and decoding without overlap

@@ -338,7 +338,7 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
   DF11_ASSIGN_OR_RETURN(GpuModelPlan plan, PlanGpuModel(*host, options_.granule));
   std::vector<uint32_t> embedding_positions;
   if (plan.embedding_unit >= 0) {
-    const auto p = host->units()[plan.embedding_unit].unit->positions();
+    const auto p = host->units()[plan.embedding_unit]->unit->positions();
     embedding_positions.assign(p.begin(), p.end());
   }
   // The allocation, the scratch growth and the model's entry in models_ (which keeps the scratch
@@ -444,7 +444,7 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
         const absl::Status s =
             device_->CheckDecoded(placement_workspace_ + (2 * k + pass) * slot_bytes_, check);
         if (absl::IsDataLoss(s)) {
-          first = absl::DataLossError(absl::StrCat("DF11 unit ", units[checking[k]].path, " of ",
+          first = absl::DataLossError(absl::StrCat("DF11 unit ", units[checking[k]]->path, " of ",
                                                    host.directory(), ": ", s.message()));
         } else if (!s.ok()) {
           first = s;
@@ -476,7 +476,7 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
                                                 stream));  // padding is zero
     }
     for (size_t u = 0; u < units.size(); ++u) {
-      const codec::Unit& unit = *units[u].unit;
+      const codec::Unit& unit = *units[u]->unit;
       const codec::UnitTensors& t = unit.tensors();
       const codec::GpuUnitImage& image = plan.layout.unit_images[u];
       const uint64_t at = plan.layout.unit_offsets[u];

@@ -20,8 +20,8 @@ std::pair<std::string_view, std::string_view> SplitUnitTensor(std::string_view n
   if (dot == std::string_view::npos) return {};
   const std::string_view suffix = name.substr(dot + 1);
   constexpr std::array<std::string_view, 6> kUnitTensors = {
-      format::kLuts,   format::kEncodedExponent, format::kSignMantissa,
-      format::kOutputPositions, format::kGaps, format::kSplitPositions};
+      format::kLuts, format::kEncodedExponent, format::kSignMantissa, format::kOutputPositions,
+      format::kGaps, format::kSplitPositions};
   for (std::string_view t : kUnitTensors) {
     if (suffix == t) return {name.substr(0, dot), suffix};
   }
@@ -43,6 +43,8 @@ absl::StatusOr<ModelEstimate> EstimateModel(const std::string& dir) {
     for (const codec::TensorView& t : file.tensors()) {
       const auto [unit, suffix] =
           e.df11 ? SplitUnitTensor(t.name) : std::pair<std::string_view, std::string_view>();
+      // The other towers of a multimodal checkpoint are not loaded (Model::skipped_tensors).
+      if (!InTextModel(e.config, unit.empty() ? std::string_view(t.name) : unit)) continue;
       if (unit.empty()) {
         e.plain_bytes += t.data.size();
         e.plain_tensors.push_back(t.data.size());

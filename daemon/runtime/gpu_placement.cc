@@ -34,7 +34,7 @@ absl::StatusOr<DecodeStep> PlanDecode(const Model& model, std::span<const std::s
     }
     step.units.push_back(w.unit);
     step.scratch_offsets.push_back(step.scratch_elements);
-    step.scratch_elements += model.units()[w.unit].unit->num_elements();
+    step.scratch_elements += model.units()[w.unit]->unit->num_elements();
   }
   if (step.units.size() > codec::gpu::kMaxUnitsPerLaunch) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -53,7 +53,9 @@ absl::StatusOr<TensorSource> Source(const Model& model, const std::string& name,
   const uint64_t bytes = Elements(w.shape) * sizeof(uint16_t);
   if (w.unit < 0) {
     return TensorSource{
-        .kind = TensorSource::Kind::kResident, .offset = plain_offsets.at(name), .bytes = bytes};
+        .kind = TensorSource::Kind::kResident,
+        .offset = plain_offsets.at(std::string(w.stored_name)) + w.stored_byte_offset,
+        .bytes = bytes};
   }
   const size_t i = std::find(step.units.begin(), step.units.end(), w.unit) - step.units.begin();
   return TensorSource{.kind = TensorSource::Kind::kScratch,
@@ -85,11 +87,11 @@ GpuPlacementLayout LayOutGpuPlacement(std::span<const codec::UnitSizes> units,
 absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) {
   const ModelConfig& c = model.config();
   GpuModelPlan plan;
-  for (const codec::Df11Model::UnitEntry& u : model.units()) {
-    const codec::UnitSizes sizes = codec::UnitSizes::Of(*u.unit);
+  for (const codec::Df11Model::UnitEntry* u : model.units()) {
+    const codec::UnitSizes sizes = codec::UnitSizes::Of(*u->unit);
     if (sizes.elements > UINT32_MAX || sizes.stream_bytes > UINT32_MAX) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "DF11 unit ", u.path, " has ", sizes.elements, " elements and a stream of ",
+          "DF11 unit ", u->path, " has ", sizes.elements, " elements and a stream of ",
           sizes.stream_bytes, " bytes; the GPU decoder takes fewer than 2^32 of each"));
     }
     plan.unit_sizes.push_back(sizes);
@@ -122,11 +124,11 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
   DF11_ASSIGN_OR_RETURN(plan.head, Source(model, head, plan.head_decode, plain_offsets));
   need(plan.head_buffer, plan.head_decode.scratch_elements);
 
-  DF11_ASSIGN_OR_RETURN(const WeightLocation embedding, model.Locate(EmbeddingName()));
+  DF11_ASSIGN_OR_RETURN(const WeightLocation embedding, model.Locate(EmbeddingName(c)));
   if (embedding.unit >= 0) {
     plan.embedding_unit = embedding.unit;
     plan.embedding_offset = embedding.offset;
-    const std::span<const uint32_t> p = model.units()[embedding.unit].unit->positions();
+    const std::span<const uint32_t> p = model.units()[embedding.unit]->unit->positions();
     uint64_t largest_block = 0;
     for (size_t b = 0; b + 1 < p.size(); ++b)
       largest_block = std::max<uint64_t>(largest_block, p[b + 1] - p[b]);
@@ -134,7 +136,7 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
     need(1, plan.embedding_row_span);
   } else {
     plan.embedding = TensorSource{.kind = TensorSource::Kind::kResident,
-                                  .offset = plain_offsets.at(EmbeddingName()),
+                                  .offset = plain_offsets.at(EmbeddingName(c)),
                                   .bytes = Elements(embedding.shape) * sizeof(uint16_t)};
   }
   return plan;

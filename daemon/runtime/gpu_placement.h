@@ -58,8 +58,6 @@ struct DecodeStep {
   uint64_t scratch_elements = 0;
 };
 
-inline constexpr size_t kLayerTensors = 18;  // LayerTensorNames order
-
 struct LayerPlan {
   DecodeStep decode;  // empty for a layer without units (BF16)
   std::array<TensorSource, kLayerTensors> tensors;

@@ -44,27 +44,35 @@ struct MatrixRef {
 // scratch is reused; optional tensors are nullptr when absent.
 struct LayerWeights {
   MatrixRef q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;
-  const uint16_t* input_norm = nullptr;
-  const uint16_t* post_attention_norm = nullptr;
-  const uint16_t* q_norm = nullptr;  // Qwen3
-  const uint16_t* k_norm = nullptr;  // Qwen3
-  const uint16_t* q_bias = nullptr;  // Qwen2, attention_bias
+  const uint16_t* input_norm = nullptr;  // before attention
+  const uint16_t* mlp_norm = nullptr;    // before the MLP (Llama's post_attention_layernorm)
+  const uint16_t* q_norm = nullptr;      // Qwen3, Gemma 3
+  const uint16_t* k_norm = nullptr;      // Qwen3, Gemma 3
+  const uint16_t* q_bias = nullptr;      // Qwen2, attention_bias
   const uint16_t* k_bias = nullptr;
   const uint16_t* v_bias = nullptr;
   const uint16_t* o_bias = nullptr;     // Llama attention_bias
   const uint16_t* gate_bias = nullptr;  // Llama mlp_bias
   const uint16_t* up_bias = nullptr;
   const uint16_t* down_bias = nullptr;
+  const uint16_t* attention_output_norm = nullptr;  // Gemma 3 (ModelConfig::output_norms)
+  const uint16_t* mlp_output_norm = nullptr;
 };
 
 // True when `dir`'s config.json has a dfloat11_config; kNotFound without config.json.
 absl::StatusOr<bool> IsDf11Directory(const std::string& dir);
 
 // The names of decoder layer i's tensors in LayerWeights order (q, k, v, o, gate, up, down
-// projections, then the norms and biases); "" for a tensor the config does not use.
+// projections, then the norms and biases); "" for a tensor the config does not use. With
+// ModelConfig::fused_projections, q/k/v and gate/up name row ranges of the stored qkv_proj and
+// gate_up_proj tensors, which a Model resolves (Locate, Layer) like stored tensors.
 std::vector<std::string> LayerTensorNames(const ModelConfig& config, int64_t i);
+inline constexpr size_t kLayerTensors = 20;
+// Whether a checkpoint's tensor (or DF11 unit) belongs to the text model the engine runs: all do,
+// except the other towers of a multimodal checkpoint (ModelConfig::text_tower_only).
+bool InTextModel(const ModelConfig& config, std::string_view name);
 // The embedding's name, and the output head's (the embedding's when tied).
-std::string EmbeddingName();
+std::string EmbeddingName(const ModelConfig& config);
 std::string LmHeadName(const ModelConfig& config);
 
 // Where a weight is stored: in a DF11 unit (an index into Model::units(), with the weight's first
@@ -74,6 +82,10 @@ struct WeightLocation {
   size_t offset = 0;                 // first element in the unit
   std::span<const std::byte> plain;  // the plain tensor's bytes
   std::span<const int64_t> shape;
+  // A plain weight that is a row range of a stored tensor (fused projections): that tensor's
+  // name (as plain_tensors() lists it) and the range's first byte in it. Else the weight's name.
+  std::string_view stored_name;
+  uint64_t stored_byte_offset = 0;
 };
 
 class Model final : public PlacedModel {
@@ -116,11 +128,11 @@ class Model final : public PlacedModel {
   absl::Status CheckFiles() const override;
   absl::Status CheckReads() const override;
 
-  // For backends that copy the model into their own memory: the DF11 units (none for a BF16
-  // checkpoint), in a fixed order; every plain tensor by name (the whole checkpoint for BF16,
-  // the passthrough tensors for DF11); and where a tensor the architecture reads is stored
-  // (kNotFound for another name).
-  std::span<const codec::Df11Model::UnitEntry> units() const;
+  // For backends that copy the model into their own memory: the DF11 units of the text model
+  // (none for a BF16 checkpoint), in a fixed order; every plain tensor by name (the whole
+  // checkpoint for BF16, the passthrough tensors for DF11); and where a tensor the architecture
+  // reads is stored (kNotFound for another name).
+  std::span<const codec::Df11Model::UnitEntry* const> units() const { return units_; }
   std::vector<std::pair<std::string, std::span<const std::byte>>> plain_tensors() const;
   absl::StatusOr<WeightLocation> Locate(const std::string& name) const;
 
@@ -138,6 +150,10 @@ class Model final : public PlacedModel {
   absl::StatusOr<MatrixRef> LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool,
                                    bool decode = true) const;
   const uint16_t* final_norm() const { return final_norm_; }
+  // Tensors of a multimodal checkpoint that are not loaded (its other towers): how many, and
+  // their bytes as stored. Zero for a text model.
+  size_t skipped_tensors() const { return skipped_tensors_; }
+  uint64_t skipped_bytes() const { return skipped_bytes_; }
 
  private:
   // Where a weight lives: a plain tensor, or a piece of a DF11 unit.
@@ -150,9 +166,15 @@ class Model final : public PlacedModel {
     const codec::InterleavedUnit* interleaved = nullptr;  // the unit re-encoded, if it is ...
     size_t region = 0;                                    // ... and the piece's region in it
     std::vector<int64_t> shape;
+    // A row range of stored tensor `stored_name` (fused projections), starting at byte
+    // `stored_byte_offset` of a plain one; empty for a stored tensor.
+    std::string stored_name;
+    uint64_t stored_byte_offset = 0;
   };
   Model() = default;
   absl::Status Index(bool interleave);
+  // Adds a Source for each piece of a fused tensor (FusedPieces) that Index found.
+  absl::Status AddFusedPieces();
   absl::StatusOr<const Source*> Find(const std::string& name, std::vector<int64_t> shape) const;
   // Resolves `names` (empty entries give an empty MatrixRef), decoding the units they need into
   // `scratch`, except for names whose `keep_compressed` entry is true.
@@ -165,6 +187,7 @@ class Model final : public PlacedModel {
   std::unique_ptr<codec::Df11Model> df11_;
   std::unique_ptr<codec::Checkpoint> checkpoint_;
   std::map<std::string, Source> sources_;
+  std::vector<const codec::Df11Model::UnitEntry*> units_;  // those InTextModel
   std::map<const codec::Df11Model::UnitEntry*, codec::UnitDecoder> decoders_;
   std::map<const codec::Df11Model::UnitEntry*, codec::InterleavedUnit> interleaved_;
   std::vector<std::vector<uint16_t>> aligned_copies_;  // tensors whose mapping is misaligned
@@ -174,6 +197,8 @@ class Model final : public PlacedModel {
   size_t head_scratch_elements_ = 0;
   uint64_t unit_bytes_ = 0;
   uint64_t plain_bytes_ = 0;
+  size_t skipped_tensors_ = 0;
+  uint64_t skipped_bytes_ = 0;
 };
 
 }  // namespace df11::runtime

@@ -116,7 +116,8 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
     Log(absl::StrCat("load of ", request->source(), " failed: ", info.status().ToString()));
     return ToGrpcStatus(info.status());
   }
-  Log(absl::StrCat("loaded ", info->name, " from ", info->source));
+  Log(absl::StrCat("loaded ", info->name, " from ", info->source,
+                   info->load_note.empty() ? "" : absl::StrCat(" (", info->load_note, ")")));
   df11::v1::LoadModelProgress done;
   done.set_phase(df11::v1::LOAD_PHASE_DONE);
   const uint64_t bytes = info->bytes.df11_units + info->bytes.passthrough;

@@ -410,7 +410,8 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
                                                     .keep_alive_seconds = spec.keep_alive_seconds,
                                                     .device = spec.device},
                               [this](const registry::LoadProgress&) { return !shutting_down(); });
-          Log(info.ok() ? absl::StrCat("loaded ", name, " on demand from ", spec.source)
+          Log(info.ok() ? absl::StrCat("loaded ", name, " on demand from ", spec.source,
+                                       info->load_note.empty() ? "" : "; ", info->load_note)
                         : absl::StrCat("loading ", name,
                                        " on demand failed: ", info.status().ToString()));
           // A catalog model belongs to no one tenant.
@@ -460,7 +461,8 @@ void Node::StartPreload() {
           request, [this](const registry::LoadProgress&) { return !shutting_down(); });
       if (info.ok()) {
         Log(absl::StrCat("preloaded ", info->name, " from ", p.source, " (",
-                         info->bytes.df11_units + info->bytes.passthrough, " bytes)"));
+                         info->bytes.df11_units + info->bytes.passthrough, " bytes)",
+                         info->load_note.empty() ? "" : "; ", info->load_note));
       } else {
         Log(absl::StrCat("preloading ", p.source, " failed: ", info.status().ToString()));
       }

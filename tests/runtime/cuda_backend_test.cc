@@ -147,13 +147,27 @@ void ExpectDecodesLikeTheCpu(CudaBackend& backend, const PlacedModel& model,
     DF11_ASSERT_OK(backend.DecodeLayer(model, l, static_cast<int>(l % 2)));
     DF11_ASSERT_OK(backend.FinishDecodes());
     DF11_ASSERT_OK_AND_ASSIGN(LayerWeights w, cpu->Layer(l, scratch, &pool));
-    const std::vector<const uint16_t*> host = {
-        w.q_proj.data,    w.k_proj.data,    w.v_proj.data,
-        w.o_proj.data,    w.gate_proj.data, w.up_proj.data,
-        w.down_proj.data, w.input_norm,     w.post_attention_norm,
-        w.q_norm,         w.k_norm,         w.q_bias,
-        w.k_bias,         w.v_bias,         w.o_bias,
-        w.gate_bias,      w.up_bias,        w.down_bias};
+    const std::vector<const uint16_t*> host = {w.q_proj.data,
+                                               w.k_proj.data,
+                                               w.v_proj.data,
+                                               w.o_proj.data,
+                                               w.gate_proj.data,
+                                               w.up_proj.data,
+                                               w.down_proj.data,
+                                               w.input_norm,
+                                               w.mlp_norm,
+                                               w.q_norm,
+                                               w.k_norm,
+                                               w.q_bias,
+                                               w.k_bias,
+                                               w.v_bias,
+                                               w.o_bias,
+                                               w.gate_bias,
+                                               w.up_bias,
+                                               w.down_bias,
+                                               w.attention_output_norm,
+                                               w.mlp_output_norm};
+    ASSERT_EQ(host.size(), kLayerTensors);
     for (size_t k = 0; k < kLayerTensors; ++k) {
       const DeviceTensor t = backend.LayerTensor(model, l, static_cast<int>(l % 2), k);
       EXPECT_EQ(t.space == DeviceTensor::Space::kAbsent, host[k] == nullptr) << "tensor " << k;
@@ -386,7 +400,7 @@ TEST_F(CudaBackendTest, ACorruptUnitIsDataLossForThatModelOnly) {
     DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> m,
                               Model::Load(corrupt.string(), {.interleave = false}));
     DF11_ASSERT_OK_AND_ASSIGN(WeightLocation w, m->Locate("model.layers.1.mlp.up_proj.weight"));
-    const auto& stream = m->units()[w.unit].unit->tensors().encoded_exponent;
+    const auto& stream = m->units()[w.unit]->unit->tensors().encoded_exponent;
     // Find the stream's bytes in its file and overwrite the middle of it.
     const fs::path file = corrupt / "model_layers_1.safetensors";
     std::ifstream in(file, std::ios::binary);

@@ -1,4 +1,5 @@
-// The CPU engine against Hugging Face transformers: tiny random Llama-3, Qwen2 and Qwen3 models
+// The CPU engine against Hugging Face transformers: tiny random Llama-3, Qwen2, Qwen3, Mistral,
+// Gemma 2, Gemma 3 (text, and a multimodal checkpoint's text tower) and Phi-3 models
 // (tests/data/engine, made by tools/make_engine_goldens.py), compressed here with df11's own
 // compressor, must give transformers' next-token logits (relative L2 <= 1e-3, fp32 compute on
 // both sides) and its 32 greedy tokens, from the DF11 directory as from the BF16 one.
@@ -6,10 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "codec/architecture.h"
 #include "codec/interleaved.h"
 #include "codec/model.h"
 #include "daemon/runtime/cpu_backend.h"
+#include "daemon/runtime/estimate.h"
 #include "daemon/runtime/model.h"
 #include "daemon/runtime/model_config.h"
 #include "gmock/gmock.h"
@@ -147,7 +152,8 @@ TEST_P(EngineGoldenTest, BatchedSequencesMatchSingleSequences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, EngineGoldenTest,
-                         ::testing::Values("llama3", "qwen2", "qwen3"));
+                         ::testing::Values("llama3", "qwen2", "qwen3", "mistral", "gemma3",
+                                           "gemma2", "gemma3_mm", "phi3"));
 
 TEST(CpuBackendTest, RejectsBadSteps) {
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> model,
@@ -227,6 +233,164 @@ TEST(CpuBackendTest, CorruptBlockIsDataLossAndOtherModelsKeepServing) {
   const auto& golden = Goldens()["models"]["qwen3"][0];
   const Generation run = Generate(backend, *good, golden["prompt"].get<std::vector<int32_t>>());
   EXPECT_EQ(run.greedy, golden["greedy"].get<std::vector<int32_t>>());
+}
+
+// The pattern dicts df11 compress writes by default are the official releases' (their
+// config.json's dfloat11_config): Phi-4-reasoning-plus-DF11, gemma-3-{4b,12b,27b}-it-DF11 and
+// Mistral-Nemo-Instruct-2407-DF11 (the Llama dict).
+TEST(ArchitectureTest, DefaultPatternDictsAreTheOfficialReleases) {
+  auto dict_of = [](const std::string& name) {
+    std::ifstream in(EngineData() / name / "config.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    return codec::DefaultPatternDict(codec::ParseArchitecture(text.str()).value());
+  };
+  const std::vector<std::string> layer = {
+      "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+      "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+  EXPECT_EQ(dict_of("phi3"), (codec::PatternDict{{"lm_head", {}},
+                                                 {"model.embed_tokens", {}},
+                                                 {R"(model.layers.\d+)",
+                                                  {"self_attn.o_proj", "self_attn.qkv_proj",
+                                                   "mlp.gate_up_proj", "mlp.down_proj"}}}));
+  EXPECT_EQ(dict_of("gemma3_mm"),
+            (codec::PatternDict{{R"(language_model.model.layers.\d+)", layer}}));
+  EXPECT_EQ(dict_of("mistral"), (codec::PatternDict{{"lm_head", {}},
+                                                    {R"(model\.embed_tokens)", {}},
+                                                    {R"(model\.layers\.\d+)", layer}}));
+  // Tied embeddings (Gemma) stay BF16.
+  EXPECT_EQ(dict_of("gemma3"), (codec::PatternDict{{R"(model\.layers\.\d+)", layer}}));
+}
+
+TEST(ModelTest, FusedProjectionsAreServedAsTheirPieces) {
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> bf16,
+                            Model::Load((EngineData() / "phi3").string()));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> df11, Model::Load(Df11Dir("phi3").string()));
+  const ModelConfig& c = bf16->config();
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  // One unit per layer holding o, qkv, gate_up and down, as the official release.
+  ASSERT_EQ(df11->units().size(), static_cast<size_t>(c.num_layers) + 2);
+  // The pieces are row ranges of the stored tensors: plain ones point into them, compressed ones
+  // start where their rows start.
+  DF11_ASSERT_OK_AND_ASSIGN(WeightLocation qkv,
+                            bf16->Locate("model.layers.1.self_attn.qkv_proj.weight"));
+  DF11_ASSERT_OK_AND_ASSIGN(WeightLocation v,
+                            bf16->Locate("model.layers.1.self_attn.v_proj.weight"));
+  EXPECT_EQ(v.stored_name, "model.layers.1.self_attn.qkv_proj.weight");
+  EXPECT_EQ(v.stored_byte_offset, static_cast<uint64_t>((q + kv) * c.hidden_size * 2));
+  EXPECT_EQ(v.plain.data(), qkv.plain.data() + v.stored_byte_offset);
+  EXPECT_EQ(v.shape[0], kv);
+  DF11_ASSERT_OK_AND_ASSIGN(WeightLocation up, df11->Locate("model.layers.0.mlp.up_proj.weight"));
+  DF11_ASSERT_OK_AND_ASSIGN(WeightLocation gate_up,
+                            df11->Locate("model.layers.0.mlp.gate_up_proj.weight"));
+  EXPECT_EQ(up.unit, gate_up.unit);
+  EXPECT_EQ(up.offset, gate_up.offset + static_cast<size_t>(c.intermediate_size * c.hidden_size));
+  // Only stored tensors are listed for copying.
+  for (const auto& [name, bytes] : bf16->plain_tensors()) {
+    EXPECT_THAT(name, ::testing::Not(HasSubstr("q_proj"))) << name;
+    EXPECT_THAT(name, ::testing::Not(HasSubstr("gate_proj"))) << name;
+  }
+}
+
+TEST(ModelTest, MultimodalCheckpointServesItsTextTower) {
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> bf16,
+                            Model::Load((EngineData() / "gemma3_mm").string()));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> df11,
+                            Model::Load(Df11Dir("gemma3_mm").string()));
+  for (const Model* m : {bf16.get(), df11.get()}) {
+    EXPECT_EQ(m->config().tensor_prefix, "language_model.model.");
+    EXPECT_TRUE(m->config().text_tower_only);
+    EXPECT_GT(m->skipped_tensors(), 0u);
+    EXPECT_GT(m->skipped_bytes(), 0u);
+    for (const auto& [name, bytes] : m->plain_tensors()) {
+      EXPECT_TRUE(name.starts_with("language_model.")) << name;
+    }
+  }
+  EXPECT_EQ(df11->units().size(), static_cast<size_t>(df11->config().num_layers));
+  // The estimate counts what the load keeps.
+  DF11_ASSERT_OK_AND_ASSIGN(ModelEstimate e, EstimateModel((EngineData() / "gemma3_mm").string()));
+  EXPECT_EQ(e.plain_bytes, bf16->plain_bytes());
+}
+
+TEST(ModelConfigTest, ReleasedConfigsOfTheNewArchitectures) {
+  // gemma-3-4b-it's config.json: the text tower's fields mostly left at their defaults.
+  DF11_ASSERT_OK_AND_ASSIGN(ModelConfig gemma, ParseModelConfig(R"({
+      "architectures": ["Gemma3ForConditionalGeneration"], "eos_token_id": [1, 106],
+      "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                      "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                      "sliding_window": 1024},
+      "vision_config": {"hidden_size": 1152}})",
+                                                                ""));
+  EXPECT_EQ(gemma.architecture, Architecture::kGemma3);
+  EXPECT_EQ(gemma.head_dim, 256);
+  EXPECT_EQ(gemma.num_heads, 8);
+  EXPECT_EQ(gemma.num_kv_heads, 4);
+  EXPECT_EQ(gemma.vocab_size, 262208);
+  EXPECT_TRUE(gemma.tie_word_embeddings);
+  EXPECT_EQ(gemma.activation, Activation::kGeluTanh);
+  EXPECT_FLOAT_EQ(gemma.attention_scale, 1.0f / 16);
+  EXPECT_EQ(gemma.rope.type, RopeConfig::Type::kLinear);
+  EXPECT_EQ(gemma.rope.factor, 8.0);
+  EXPECT_EQ(gemma.rope.theta, 1e6);
+  EXPECT_EQ(gemma.sliding_rope.type, RopeConfig::Type::kDefault);
+  EXPECT_EQ(gemma.sliding_rope.theta, 1e4);
+  ASSERT_EQ(gemma.sliding_window.size(), 34u);
+  for (int64_t i = 0; i < 34; ++i) {
+    EXPECT_EQ(gemma.sliding_window[i], (i + 1) % 6 == 0 ? 0 : 1024) << "layer " << i;
+  }
+  EXPECT_EQ(gemma.eos_token_ids, (std::vector<int32_t>{1, 106}));
+  // Mistral-7B-v0.1 leaves the window out (4096 by default); v0.3 sets it null.
+  const std::string mistral = R"({"architectures": ["MistralForCausalLM"], "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10)";
+  DF11_ASSERT_OK_AND_ASSIGN(ModelConfig v1, ParseModelConfig(mistral + "}", ""));
+  DF11_ASSERT_OK_AND_ASSIGN(ModelConfig v3,
+                            ParseModelConfig(mistral + R"(, "sliding_window": null})", ""));
+  EXPECT_EQ(v1.sliding_window, (std::vector<int64_t>{4096, 4096}));
+  EXPECT_EQ(v3.sliding_window, (std::vector<int64_t>{0, 0}));
+  // Phi-3's early LongRoPE spelling, with the original context at the top level.
+  DF11_ASSERT_OK_AND_ASSIGN(ModelConfig phi, ParseModelConfig(R"({
+      "architectures": ["Phi3ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10,
+      "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+      "rope_scaling": {"type": "su", "short_factor": [1, 1, 1, 1, 1, 1, 1, 1],
+                       "long_factor": [2, 2, 2, 2, 2, 2, 2, 2]}})",
+                                                              ""));
+  EXPECT_EQ(phi.rope.type, RopeConfig::Type::kLongRope);
+  EXPECT_EQ(phi.rope.factor, 32.0);
+  EXPECT_DOUBLE_EQ(phi.rope.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)));
+  EXPECT_TRUE(phi.fused_projections);
+  EXPECT_EQ(phi.rms_norm_eps, 1e-5);
+}
+
+TEST(ModelConfigTest, UnsupportedVariantsNameTheField) {
+  const std::string base = R"({"hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 10, )";
+  auto parse = [&](const std::string& architecture, const std::string& rest) {
+    return ParseModelConfig(
+        absl::StrCat(base, R"("architectures": [")", architecture, R"("], )", rest, "}"), "");
+  };
+  EXPECT_THAT(parse("LlamaForCausalLM", R"("rope_scaling": {"rope_type": "yarn"})"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("rope type `yarn`")));
+  EXPECT_THAT(parse("LlamaForCausalLM", R"("hidden_act": "relu")"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("hidden_act")));
+  EXPECT_THAT(
+      parse("Gemma3ForCausalLM", R"("use_bidirectional_attention": true)"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("use_bidirectional_attention")));
+  EXPECT_THAT(
+      parse("Gemma3ForCausalLM", R"("layer_types": ["chunked_attention", "full_attention"])"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("chunked_attention")));
+  EXPECT_THAT(parse("Qwen2ForCausalLM", R"("use_sliding_window": true)"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("use_sliding_window")));
+  EXPECT_THAT(
+      parse("LlamaForCausalLM", R"("final_logit_softcapping": 30.0)"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("final_logit_softcapping")));
+  EXPECT_THAT(
+      parse("Phi3ForCausalLM", R"("rope_scaling": {"type": "longrope", "short_factor": [1]})"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("short_factor")));
+  EXPECT_THAT(parse("Phi3ForCausalLM", R"("partial_rotary_factor": 0.2)"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("partial_rotary_factor")));
+  EXPECT_THAT(parse("Gemma3ForConditionalGeneration", R"("vision_config": {})"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("text_config")));
 }
 
 TEST(ModelConfigTest, BothRopeSpellingsAndUnsupportedArchitectures) {

@@ -132,9 +132,9 @@ absl::StatusOr<double> HostFillBandwidth(runtime::GpuDevice& device, const std::
       break;
     }
     std::vector<std::span<const uint8_t>> spans;
-    for (const auto& u : (*host)->units()) {
-      const codec::UnitTensors& t = u.unit->tensors();
-      const std::span<const uint32_t> positions = u.unit->positions();
+    for (const auto* u : (*host)->units()) {
+      const codec::UnitTensors& t = u->unit->tensors();
+      const std::span<const uint32_t> positions = u->unit->positions();
       spans.insert(spans.end(),
                    {t.encoded_exponent,
                     t.sign_mantissa,
