@@ -1,6 +1,6 @@
 // What the codec knows of Hugging Face model architectures: the DF11 units the official releases
-// use for Llama, Mistral, Qwen2, Qwen3, Gemma 3 and Phi-3 / Phi-4, and the shape of every weight
-// inside those units.
+// use for Llama, Mistral, Qwen2, Qwen3, Gemma 2 and 3 and Phi-3 / Phi-4, and the shape of every
+// weight inside those units.
 #ifndef DF11_CODEC_ARCHITECTURE_H_
 #define DF11_CODEC_ARCHITECTURE_H_
 

@@ -21,9 +21,10 @@ model.safetensors, tokenizer and other files copied (not weights in other format
 *.bin or *.gguf, nor hidden or temporary files). On failure DST_DIR is left without the files
 written so far.
 
-The units come from the architecture (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: each
-decoder layer's q,k,v,o,gate,up,down; lm_head and embed_tokens unless the embeddings are tied), or
-from --pattern-dict FILE, a JSON object {"regex": ["attr.path", ...]} as in dfloat11_config.
+The units come from the architecture, as the official DF11 releases: each decoder layer's
+q,k,v,o,gate,up,down (Phi3ForCausalLM: o,qkv,gate_up,down); lm_head and embed_tokens unless the
+embeddings are tied; Gemma3ForConditionalGeneration: the text layers only. Or they come from
+--pattern-dict FILE, a JSON object {"regex": ["attr.path", ...]} as in dfloat11_config.
 A unit holding Inf, NaN or |x| >= 2^113 cannot be DF11-coded and stays BF16 (reported).
 
   --threads N         units compressed at once (default: one per CPU); memory holds N units
