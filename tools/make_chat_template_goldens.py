@@ -12,7 +12,9 @@ lstrip_blocks, loopcontrols, its tojson / raise_exception / strftime_now). Two k
                  none, multi-turn, add_generation_prompt true / false, tools with nested JSON
                  schemas, tool calls (dict and string arguments, parallel calls), tool results,
                  Llama's builtin tools and tools_in_user_message, Qwen3 thinking (enable_thinking,
-                 <think> in content, reasoning_content, multi-step tool use), non-ASCII text and
+                 <think> in content, reasoning_content, multi-step tool use), Mistral's tool-call
+                 ids and content blocks, the role alternation Gemma and Mistral enforce, Gemma 3's
+                 system folding and content parts (text and image), non-ASCII text and
                  characters that JSON and Python escape differently.
   snippet cases  small inline templates, one Jinja construct each (whitespace control, precedence,
                  slices, filters, tests, loop variables, scoping, printing of Python values).
@@ -31,8 +33,11 @@ and jinja2 3.1.6 under Python 3.11 when the file was made):
     .venv-fixtures/bin/python tools/make_chat_template_goldens.py          # writes goldens.json
     .venv-fixtures/bin/python tools/make_chat_template_goldens.py --check  # verifies it
 No case depends on the clock: every Llama-3.2 case passes date_string (its template otherwise
-calls strftime_now). To add a case, add it in model_cases() or SNIPPETS and re-run; the C++
-test (tests/runtime/chat/chat_template_test.cc) replays every case and needs no change.
+calls strftime_now), and every Mistral-Small-3.2 case a system message (its default one has
+strftime_now's date). To add a case, add it in model_cases(), gemma_mistral_cases(),
+gemma3_phi4_cases() or SNIPPETS and re-run; the C++ test (tests/runtime/chat/chat_template_test.cc)
+replays every case and needs no change (a new template file also goes into its GoldenSetTest
+list).
 """
 
 import argparse
@@ -52,16 +57,28 @@ OUT = DATA / "goldens.json"
 
 LLAMA_BOS, LLAMA_EOS = "<|begin_of_text|>", "<|eot_id|>"
 QWEN_EOS = "<|im_end|>"  # Qwen's tokenizer_config.json has "bos_token": null
+GEMMA_BOS, GEMMA_EOS = "<bos>", "<eos>"
+MISTRAL_BOS, MISTRAL_EOS = "<s>", "</s>"
+PHI4_BOS, PHI4_EOS = "<|endoftext|>", "<|im_end|>"
 
 LLAMA31 = "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"
 LLAMA32 = "templates/meta-llama-Llama-3.2-3B-Instruct.jinja"
 LLAMA33 = "templates/meta-llama-Llama-3.3-70B-Instruct.jinja"
 QWEN25 = "templates/Qwen-Qwen2.5-7B-Instruct.jinja"
 QWEN3 = "templates/Qwen-Qwen3-0.6B.jinja"
+GEMMA2 = "templates/google-gemma-2-2b-it.jinja"
+GEMMA3 = "templates/google-gemma-3-4b-it.jinja"
+NEMO = "templates/mistralai-Mistral-Nemo-Instruct-2407.jinja"
+SMALL32 = "templates/Mistral-Small-3.2-24B-Instruct-2506.jinja"
+PHI4 = "templates/microsoft-phi-4.jinja"
 LLAMAS = [LLAMA31, LLAMA32, LLAMA33]
 QWENS = [QWEN25, QWEN3]
+MISTRALS = [NEMO, SMALL32]
 TOKENS = {LLAMA31: (LLAMA_BOS, LLAMA_EOS), LLAMA32: (LLAMA_BOS, LLAMA_EOS),
-          LLAMA33: (LLAMA_BOS, LLAMA_EOS), QWEN25: (None, QWEN_EOS), QWEN3: (None, QWEN_EOS)}
+          LLAMA33: (LLAMA_BOS, LLAMA_EOS), QWEN25: (None, QWEN_EOS), QWEN3: (None, QWEN_EOS),
+          GEMMA2: (GEMMA_BOS, GEMMA_EOS), NEMO: (MISTRAL_BOS, MISTRAL_EOS),
+          SMALL32: (MISTRAL_BOS, MISTRAL_EOS), GEMMA3: (GEMMA_BOS, GEMMA_EOS),
+          PHI4: (PHI4_BOS, PHI4_EOS)}
 
 # ---- Conversations ------------------------------------------------------------------------------
 
@@ -190,6 +207,51 @@ LLAMA_CONTENT_PARTS = [
                                  {"type": "text", "text": "Two parts, 1.5 and None and True."}]},
 ]
 
+# Mistral's templates want a 9-character id on every tool call and tool result.
+MISTRAL_WEATHER_CALL = dict(WEATHER_CALL, id="call0w3th")
+MISTRAL_SEARCH_CALL = dict(SEARCH_CALL, id="Zs3arch01")
+
+MISTRAL_TOOL_TURNS = [
+    {"role": "system", "content": "You can call tools."},
+    {"role": "user", "content": "What's the weather in Zürich for two days?"},
+    {"role": "assistant", "content": None, "tool_calls": [MISTRAL_WEATHER_CALL]},
+    {"role": "tool", "tool_call_id": "call0w3th", "name": "get_weather",
+     "content": WEATHER_RESULT},
+    {"role": "assistant", "content": "It is sunny and 21.5 °C."},
+    {"role": "user", "content": "Thanks!"},
+]
+
+MISTRAL_PARALLEL_TOOL_TURNS = [
+    {"role": "system", "content": "You can call tools."},
+    {"role": "user", "content": "Weather in Zürich, and search for jinja2."},
+    {"role": "assistant", "tool_calls": [MISTRAL_WEATHER_CALL, MISTRAL_SEARCH_CALL]},
+    {"role": "tool", "tool_call_id": "call0w3th", "content": WEATHER_RESULT},
+    # A result under content.content, printed with |string: Python's repr of the object.
+    {"role": "tool", "tool_call_id": "Zs3arch01",
+     "content": {"content": {"title": "Jinja's docs", "score": 0.5, "ok": True, "next": None}}},
+]
+
+MISTRAL_STRING_ARGS_TURNS = [
+    {"role": "system", "content": "You can call tools."},
+    {"role": "user", "content": "Search for llamas."},
+    {"role": "assistant", "content": "", "tool_calls": [{
+        "type": "function", "id": "abcDEF123", "function": {
+            "name": "search_web", "arguments": "{\"query\": \"llamas\", \"max_results\": 3}"}}]},
+    {"role": "tool", "tool_call_id": "abcDEF123", "content": "No results."},
+]
+
+# Content given as a list of blocks (system, user and assistant), images among them.
+MISTRAL_CONTENT_BLOCKS = [
+    {"role": "system", "content": [{"type": "text", "text": "Describe images briefly."}]},
+    {"role": "user", "content": [{"type": "text", "text": "What is in "},
+                                 {"type": "image_url", "image_url": {"url": "x.png"}},
+                                 {"type": "text", "text": " and "}, {"type": "image"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "A cat and a dog."}]},
+    {"role": "user", "content": "Thanks."},
+]
+
+SYSTEM2 = {"role": "system", "content": "From now on, answer in French."}
+
 
 def case(name, template, messages, add_generation_prompt=True, **extra):
     bos, eos = TOKENS[template]
@@ -269,6 +331,77 @@ def model_cases():
                       [{"role": "user", "content": None}], True))
     cases.append(case("qwen25_error_assistant_without_content", QWEN25,
                       [USER, {"role": "assistant"}], True))
+    return cases
+
+
+def gemma_mistral_cases():
+    """Gemma 2 (<start_of_turn>) and Mistral Nemo / Small 3.2 ([INST]): templates that raise
+    unless user and assistant turns alternate."""
+    g = GEMMA2
+    cases = [
+        case("gemma2_single_user", g, [USER], True),
+        case("gemma2_single_user_no_generation_prompt", g, [USER], False),
+        case("gemma2_multi_turn", g, [USER, ASSISTANT, USER2], True),
+        case("gemma2_multi_turn_ends_with_assistant", g, [USER, ASSISTANT], False),
+        # |trim strips the content (Python's str.strip: Unicode whitespace, \x85 included).
+        case("gemma2_non_ascii", g, NON_ASCII[1:], True),
+        case("gemma2_escapes", g, ESCAPES[1:], True),
+        # The template ignores tools.
+        case("gemma2_tools_ignored", g, [USER], True, tools=TOOLS),
+        case("gemma2_error_system_role", g, [SYSTEM, USER], True),
+        case("gemma2_error_two_user_turns", g, [USER, USER2], True),
+        case("gemma2_error_starts_with_assistant", g, [ASSISTANT, USER], True),
+        case("gemma2_error_tool_turn", g, [USER, ASSISTANT, {"role": "tool", "content": "x"}],
+             True),
+    ]
+    short = {NEMO: "mistral_nemo", SMALL32: "mistral_small32"}
+    for t in MISTRALS:
+        s = short[t]
+        # Small 3.2 puts today's date (strftime_now) in its default system prompt, so every one
+        # of its cases brings a system message (chat_template_test.cc checks the default).
+        sys_ = [SYSTEM] if t == SMALL32 else []
+        if t == NEMO:
+            cases.append(case(f"{s}_single_user", t, [USER], True))
+        cases += [
+            # Neither template reads add_generation_prompt.
+            case(f"{s}_single_user_no_generation_prompt", t, sys_ + [USER], False),
+            case(f"{s}_system_user", t, [SYSTEM, USER], True),
+            case(f"{s}_multi_turn", t, [SYSTEM, USER, ASSISTANT, USER2], True),
+            case(f"{s}_multi_turn_ends_with_assistant", t, sys_ + [USER, ASSISTANT], False),
+            case(f"{s}_non_ascii", t, NON_ASCII, True),
+            case(f"{s}_escapes", t, ESCAPES, True),
+            case(f"{s}_tools", t, MISTRAL_TOOL_TURNS, True, tools=TOOLS),
+            case(f"{s}_tools_first_turn", t, [SYSTEM, USER], True, tools=TOOLS),
+            case(f"{s}_parallel_tool_calls", t, MISTRAL_PARALLEL_TOOL_TURNS, True, tools=TOOLS),
+            case(f"{s}_string_arguments", t, MISTRAL_STRING_ARGS_TURNS, True, tools=TOOLS),
+            case(f"{s}_no_tools_tool_turns", t, MISTRAL_PARALLEL_TOOL_TURNS, False),
+            case(f"{s}_error_two_user_turns", t, sys_ + [USER, USER2], True),
+            case(f"{s}_error_starts_with_assistant", t, sys_ + [ASSISTANT, USER], True),
+            case(f"{s}_error_short_tool_call_id", t,
+                 sys_ + [USER, {"role": "assistant", "tool_calls": [dict(WEATHER_CALL, id="c1")]}],
+                 True, tools=TOOLS),
+            case(f"{s}_error_tool_result_without_id", t,
+                 sys_ + [USER, {"role": "assistant", "tool_calls": [MISTRAL_WEATHER_CALL]},
+                         {"role": "tool", "content": WEATHER_RESULT}], True, tools=TOOLS),
+            case(f"{s}_error_unknown_role", t,
+                 sys_ + [USER, {"role": "ipython", "content": "x"}], True),
+        ]
+    cases += [
+        # Nemo folds the first system message into the last user turn; any later one is an
+        # unknown role. Small 3.2 prints a later one as another [SYSTEM_PROMPT].
+        case("mistral_nemo_error_system_not_first", NEMO, [USER, SYSTEM, USER2], True),
+        case("mistral_small32_system_mid_conversation", SMALL32,
+             [SYSTEM, USER, SYSTEM2, USER2], True),
+        case("mistral_small32_content_blocks", SMALL32, MISTRAL_CONTENT_BLOCKS, True),
+        case("mistral_small32_error_tool_call_id_not_string", SMALL32,
+             [SYSTEM, USER, {"role": "assistant",
+                             "tool_calls": [dict(WEATHER_CALL, id=123456789)]}], True),
+        case("mistral_small32_error_unsupported_block", SMALL32,
+             [SYSTEM, {"role": "user", "content": [{"type": "audio", "audio": "x.wav"}]}], True),
+        case("mistral_small32_error_unsupported_assistant_block", SMALL32,
+             [SYSTEM, USER, {"role": "assistant", "content": [{"type": "image"},
+                                                              {"type": "video"}]}], True),
+    ]
     return cases
 
 
@@ -489,6 +622,73 @@ SNIPPETS = [
 ]
 
 
+# Content given as a list of parts: Gemma 3 prints text parts trimmed, <start_of_image> for an
+# image part, and nothing for any other type.
+GEMMA3_CONTENT_PARTS = [
+    {"role": "system", "content": [{"type": "text", "text": "Describe images briefly."},
+                                   {"type": "text", "text": "Only the first part is kept."}]},
+    {"role": "user", "content": [{"type": "text", "text": "  What is in  "}, {"type": "image"},
+                                 {"type": "text", "text": "and"},
+                                 {"type": "image_url", "image_url": {"url": "x.png"}},
+                                 {"type": "image", "url": "y.png"}]},
+    {"role": "assistant", "content": [{"type": "text", "text": "A cat and a dog.\n"}]},
+    {"role": "user", "content": [{"type": "image"}]},
+]
+
+
+def gemma3_phi4_cases():
+    """Gemma 3 (the system message folded into the first user turn, content parts and images,
+    alternation enforced) and Phi-4 (<|im_start|>role<|im_sep|>, roles other than system, user
+    and assistant dropped)."""
+    g = GEMMA3
+    cases = [
+        case("gemma3_single_user", g, [USER], True),
+        case("gemma3_single_user_no_generation_prompt", g, [USER], False),
+        case("gemma3_system_user", g, [SYSTEM, USER], True),
+        case("gemma3_multi_turn", g, [SYSTEM, USER, ASSISTANT, USER2], True),
+        case("gemma3_multi_turn_no_system", g, [USER, ASSISTANT, USER2], True),
+        case("gemma3_multi_turn_ends_with_assistant", g, [SYSTEM, USER, ASSISTANT], False),
+        # Only the system message's first part is read, untrimmed; the turns' parts are trimmed.
+        case("gemma3_content_parts", g, GEMMA3_CONTENT_PARTS, True),
+        case("gemma3_text_parts", g, LLAMA_CONTENT_PARTS, False),
+        case("gemma3_system_only", g, [SYSTEM], True),
+        case("gemma3_non_ascii", g, NON_ASCII, True),
+        case("gemma3_escapes", g, ESCAPES, True),
+        case("gemma3_tools_ignored", g, [SYSTEM, USER], True, tools=TOOLS),
+        # Alternation is checked on the turns after the first system message only: a later system
+        # message in an assistant's place renders as a "system" turn.
+        case("gemma3_system_in_assistant_place", g, [USER, SYSTEM2], True),
+        case("gemma3_error_two_user_turns", g, [SYSTEM, USER, USER2], True),
+        case("gemma3_error_starts_with_assistant", g, [SYSTEM, ASSISTANT, USER], True),
+        case("gemma3_error_tool_turn", g, [USER, ASSISTANT, {"role": "tool", "content": "x"}],
+             True),
+        # transformers drops a null content, and an undefined one iterates as empty.
+        case("gemma3_null_content", g, [USER, {"role": "assistant", "content": None}], False),
+        case("gemma3_error_invalid_content_type", g, [USER, {"role": "assistant", "content": 42}],
+             False),
+        case("gemma3_error_system_parts_without_text", g,
+             [{"role": "system", "content": [{"type": "image"}]}, USER], True),
+    ]
+    p = PHI4
+    cases += [
+        case("phi4_single_user", p, [USER], True),
+        case("phi4_single_user_no_generation_prompt", p, [USER], False),
+        case("phi4_system_user", p, [SYSTEM, USER], True),
+        case("phi4_multi_turn", p, [SYSTEM, USER, ASSISTANT, USER2], True),
+        case("phi4_multi_turn_no_system", p, [USER, ASSISTANT, USER2], True),
+        case("phi4_multi_turn_ends_with_assistant", p, [SYSTEM, USER, ASSISTANT], False),
+        # Content is printed as given: no trimming, and nothing enforces alternation.
+        case("phi4_non_ascii", p, NON_ASCII, True),
+        case("phi4_escapes", p, ESCAPES, True),
+        case("phi4_two_system_messages_and_two_user_turns", p, [SYSTEM, SYSTEM2, USER, USER2],
+             True),
+        # Tool turns and tool calls are dropped, and the tools list is ignored.
+        case("phi4_tool_turns_dropped", p, TOOL_TURNS_EMPTY_CONTENT, True, tools=TOOLS),
+        case("phi4_error_null_content", p, [USER, {"role": "assistant", "content": None}], False),
+    ]
+    return cases
+
+
 def snippet_cases():
     cases = []
     for name, source, extra in SNIPPETS:
@@ -528,7 +728,7 @@ def render(c):
 
 
 def build():
-    cases = model_cases() + snippet_cases()
+    cases = model_cases() + gemma_mistral_cases() + gemma3_phi4_cases() + snippet_cases()
     names = [c["name"] for c in cases]
     if len(set(names)) != len(names):
         sys.exit("duplicate case names")

@@ -1,9 +1,11 @@
 // Chat-template tests. The parity tests replay tests/data/chat/goldens.json, made by
-// tools/make_chat_template_goldens.py with transformers' apply_chat_template: the verbatim hub
-// templates of Llama-3.1/3.2/3.3 and Qwen2.5/Qwen3 over many conversations, plus one small
-// template per Jinja construct. Every rendered text must match byte for byte, and every error
-// golden must fail the same way (raise_exception with exactly its message). To add a case, edit
-// that script and re-run it; this file needs no change.
+// tools/make_chat_template_goldens.py with transformers' apply_chat_template: the verbatim
+// templates of Llama-3.1/3.2/3.3, Qwen2.5/Qwen3, Gemma 2/3, Mistral Nemo / Small 3.2 and Phi-4
+// (tests/data/chat/README.md says where each copy comes from) over many conversations, plus one
+// small template per Jinja construct. Every rendered text must match byte for byte, and every
+// error golden must fail the same way (raise_exception with exactly its message). To add a case,
+// edit that script and re-run it; this file needs no change (a new template file also goes into
+// GoldenSetTest's list).
 //
 // The unit tests below pin each construct with literal expected output (checked against jinja2
 // 3.1.6 when written), the errors for what is unsupported, the limits, and FromModelDir.
@@ -31,6 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::df11::testing::StatusIs;
+using ::testing::EndsWith;
 using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -147,12 +150,16 @@ TEST(GoldenSetTest, CoversEveryTemplateAndBothOutcomes) {
     if (c.contains("template")) templates.insert(c["template"].get<std::string>());
     (c.contains("error") ? errors : renders)++;
   }
-  EXPECT_THAT(templates,
-              ::testing::ElementsAre("templates/Qwen-Qwen2.5-7B-Instruct.jinja",
-                                     "templates/Qwen-Qwen3-0.6B.jinja",
-                                     "templates/meta-llama-Llama-3.1-8B-Instruct.jinja",
-                                     "templates/meta-llama-Llama-3.2-3B-Instruct.jinja",
-                                     "templates/meta-llama-Llama-3.3-70B-Instruct.jinja"));
+  EXPECT_THAT(
+      templates,
+      ::testing::ElementsAre(
+          "templates/Mistral-Small-3.2-24B-Instruct-2506.jinja",
+          "templates/Qwen-Qwen2.5-7B-Instruct.jinja", "templates/Qwen-Qwen3-0.6B.jinja",
+          "templates/google-gemma-2-2b-it.jinja", "templates/google-gemma-3-4b-it.jinja",
+          "templates/meta-llama-Llama-3.1-8B-Instruct.jinja",
+          "templates/meta-llama-Llama-3.2-3B-Instruct.jinja",
+          "templates/meta-llama-Llama-3.3-70B-Instruct.jinja", "templates/microsoft-phi-4.jinja",
+          "templates/mistralai-Mistral-Nemo-Instruct-2407.jinja"));
   EXPECT_GE(renders, 100);
   EXPECT_GE(errors, 10);
 }
@@ -562,26 +569,53 @@ TEST(ChatTemplateRenderTest, BadInputsAreInvalidArgument) {
                        Eq("messages[0].content: string is not valid UTF-8")));
 }
 
+// Today's date in local time, formatted by strftime.
+std::string LocalDate(const char* format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm local;
+  localtime_r(&now, &local);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), format, &local);
+  return std::string(buf);
+}
+
 TEST(ChatTemplateRenderTest, Llama32UsesTheLocalDateWithoutDateString) {
   const std::string source =
       ReadFile(DataDir() + "/templates/meta-llama-Llama-3.2-3B-Instruct.jinja");
   absl::StatusOr<ChatTemplate> tmpl =
       ChatTemplate::FromSource(source, "<|begin_of_text|>", "<|eot_id|>");
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
-  auto today = [] {
-    const std::time_t now = std::time(nullptr);
-    std::tm local;
-    localtime_r(&now, &local);
-    char buf[64];
-    std::strftime(buf, sizeof(buf), "%d %b %Y", &local);
-    return std::string(buf);
-  };
-  const std::string before = today();
+  const std::string before = LocalDate("%d %b %Y");
   absl::StatusOr<std::string> text = tmpl->Render(OneMessage(), true);
-  const std::string after = today();
+  const std::string after = LocalDate("%d %b %Y");
   ASSERT_TRUE(text.ok()) << text.status();
   const bool has_date = text->find("Today Date: " + before + "\n") != std::string::npos ||
                         text->find("Today Date: " + after + "\n") != std::string::npos;
+  EXPECT_TRUE(has_date) << *text;
+}
+
+// The goldens always give Mistral Small 3.2 a system message, since its default one carries
+// strftime_now("%Y-%m-%d"); this checks the default.
+TEST(ChatTemplateRenderTest, MistralSmall32DefaultSystemPromptHasTheLocalDate) {
+  const std::string source =
+      ReadFile(DataDir() + "/templates/Mistral-Small-3.2-24B-Instruct-2506.jinja");
+  absl::StatusOr<ChatTemplate> tmpl = ChatTemplate::FromSource(source, "<s>", "</s>");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const std::string before = LocalDate("%Y-%m-%d");
+  absl::StatusOr<std::string> text = tmpl->Render(OneMessage(), true);
+  const std::string after = LocalDate("%Y-%m-%d");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, StartsWith("<s>[SYSTEM_PROMPT]You are Mistral Small 3, a Large Language "
+                                "Model (LLM) created by Mistral AI, a French startup "
+                                "headquartered in Paris.\nYour knowledge base was last updated "
+                                "on 2023-10-01. The current date is "));
+  EXPECT_THAT(*text, EndsWith("provide the most accurate and helpful response. If "
+                              "tools are not available, inform the user that you "
+                              "cannot perform the requested action at the moment."
+                              "[/SYSTEM_PROMPT][INST]hi[/INST]"));
+  const bool has_date =
+      text->find("The current date is " + before + ".\n\n") != std::string::npos ||
+      text->find("The current date is " + after + ".\n\n") != std::string::npos;
   EXPECT_TRUE(has_date) << *text;
 }
 
