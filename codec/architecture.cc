@@ -120,7 +120,7 @@ PatternDict DefaultPatternDict(const ArchitectureInfo& arch) {
   // The official Gemma 3 releases (gemma-3-{4b,12b,27b}-it-DF11) compress the text layers only,
   // with this key verbatim; the multimodal checkpoints name the text tower language_model.model.
   if (arch.architecture == "Gemma3ForConditionalGeneration") {
-    return {{R"(language_model.model.layers.\d+)",
+    return {{absl::StrCat(arch.text_tower_prefix, R"(layers.\d+)"),
              {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}}};
   }

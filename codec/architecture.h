@@ -28,6 +28,10 @@ struct ArchitectureInfo {
   int64_t head_dim = 0;
   int64_t vocab_size = 0;
   bool tie_word_embeddings = false;
+  // Gemma3ForConditionalGeneration: the module path of the text tower's decoder, as the
+  // checkpoint names it ("language_model.model." up to transformers 4.51, as the official
+  // releases; "model.language_model." in transformers' modules since).
+  std::string text_tower_prefix = "language_model.model.";
 };
 
 // The architectures df11 has pattern dicts and shapes for.

@@ -36,9 +36,9 @@ constexpr size_t kMaxTensorNameBytes = 1024;
 absl::Status CheckNameLengths(const std::vector<std::string>& names, absl::StatusCode code) {
   for (const std::string& name : names) {
     if (name.size() > kMaxTensorNameBytes) {
-      return absl::Status(code, absl::StrCat("a tensor name of ", name.size(),
-                                             " bytes is longer than the ", kMaxTensorNameBytes,
-                                             "-byte limit: ", name.substr(0, 64), "..."));
+      return absl::Status(
+          code, absl::StrCat("a tensor name of ", name.size(), " bytes is longer than the ",
+                             kMaxTensorNameBytes, "-byte limit: ", name.substr(0, 64), "..."));
     }
   }
   return absl::OkStatus();
@@ -65,7 +65,9 @@ absl::Status WriteTextFile(const fs::path& path, const std::string& text) {
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename to ", path.string(), ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(
+        absl::StrCat("cannot rename to ", path.string(), ": ", ec.message()));
   return absl::OkStatus();
 }
 
@@ -100,8 +102,8 @@ absl::StatusOr<std::vector<CompiledPattern>> Compile(const PatternDict& dict) {
     try {
       out.push_back({key, attrs, std::regex(key, std::regex::ECMAScript)});
     } catch (const std::regex_error& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pattern_dict key `", key, "` is not a valid regular expression: ", e.what()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pattern_dict key `", key, "` is not a valid regular expression: ", e.what()));
     }
   }
   return out;
@@ -123,7 +125,8 @@ absl::StatusOr<std::vector<fs::path>> ListFiles(const fs::path& dir) {
     std::error_code type_ec;
     if (it->is_regular_file(type_ec)) files.push_back(it->path());
   }
-  if (ec) return absl::InternalError(absl::StrCat("cannot list ", dir.string(), ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot list ", dir.string(), ": ", ec.message()));
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -138,8 +141,9 @@ absl::StatusOr<std::vector<fs::path>> FilesToCopy(const fs::path& dir) {
   std::vector<fs::path> files;
   for (const fs::path& f : all) {
     const std::string name = f.filename().string();
-    const bool weights = std::any_of(std::begin(kWeightSuffixes), std::end(kWeightSuffixes),
-                                     [&](const char* suffix) { return absl::EndsWith(name, suffix); });
+    const bool weights =
+        std::any_of(std::begin(kWeightSuffixes), std::end(kWeightSuffixes),
+                    [&](const char* suffix) { return absl::EndsWith(name, suffix); });
     if (weights || name == "model.safetensors.index.json" || name == "config.json" ||
         absl::StartsWith(name, ".") || absl::StrContains(name, ".tmp")) {
       continue;
@@ -152,13 +156,14 @@ absl::StatusOr<std::vector<fs::path>> FilesToCopy(const fs::path& dir) {
 absl::Status PrepareDestination(const fs::path& dst) {
   std::error_code ec;
   fs::create_directories(dst, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", dst.string(), ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("cannot create ", dst.string(), ": ", ec.message()));
   DF11_ASSIGN_OR_RETURN(std::vector<fs::path> existing, ListFiles(dst));
   for (const fs::path& f : existing) {
     if (f.extension() == ".safetensors") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          dst.string(), " already holds safetensors files (", f.filename().string(),
-          "); choose an empty directory"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(dst.string(), " already holds safetensors files (", f.filename().string(),
+                       "); choose an empty directory"));
     }
   }
   return absl::OkStatus();
@@ -194,7 +199,8 @@ absl::Status CopyFiles(const fs::path& src, OutputFiles& out, std::vector<std::s
   for (const fs::path& f : files) {
     std::error_code ec;
     fs::copy_file(f, out.Add(f.filename().string()), fs::copy_options::overwrite_existing, ec);
-    if (ec) return absl::InternalError(absl::StrCat("cannot copy ", f.string(), ": ", ec.message()));
+    if (ec)
+      return absl::InternalError(absl::StrCat("cannot copy ", f.string(), ": ", ec.message()));
     if (names != nullptr) names->push_back(f.filename().string());
   }
   return absl::OkStatus();
@@ -241,8 +247,8 @@ absl::StatusOr<std::vector<UnitPlan>> PlanUnits(const Checkpoint& source,
     for (const CompiledPattern& p : patterns) {
       if (!std::regex_match(module, p.regex)) continue;
       if (match != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat("module ", module, " matches two patterns: `",
-                                                       match->key, "` and `", p.key, "`"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "module ", module, " matches two patterns: `", match->key, "` and `", p.key, "`"));
       }
       match = &p;
     }
@@ -255,14 +261,14 @@ absl::StatusOr<std::vector<UnitPlan>> PlanUnits(const Checkpoint& source,
     for (const std::string& w : weights) {
       const TensorView* t = source.Find(w);
       if (t == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unit ", module, " (pattern `", match->key, "`) needs ", w,
-                         ", which the checkpoint does not have"));
+        return absl::InvalidArgumentError(absl::StrCat("unit ", module, " (pattern `", match->key,
+                                                       "`) needs ", w,
+                                                       ", which the checkpoint does not have"));
       }
       if (t->dtype != DType::kBF16 || t->shape.size() != 2) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "unit weight ", w, " is ", std::string(DTypeName(t->dtype)), " with ", t->shape.size(),
-            " dimensions; DF11 compresses 2-D BF16 weights"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("unit weight ", w, " is ", std::string(DTypeName(t->dtype)), " with ",
+                         t->shape.size(), " dimensions; DF11 compresses 2-D BF16 weights"));
       }
       if (!claimed.emplace(w, module).second) {
         return absl::InvalidArgumentError(
@@ -319,8 +325,7 @@ absl::StatusOr<uint64_t> WriteUnit(const UnitPlan& plan, OutputFiles& out) {
   absl::StatusOr<EncodedUnit> unit = EncodeUnit(parts);
   if (!unit.ok()) return unit.status();
   SafetensorsWriter writer;
-  auto add_u8 = [&](const char* field, const std::vector<uint8_t>& v,
-                    std::vector<int64_t> shape) {
+  auto add_u8 = [&](const char* field, const std::vector<uint8_t>& v, std::vector<int64_t> shape) {
     return writer.Add(absl::StrCat(plan.path, ".", field), DType::kU8, std::move(shape),
                       AsBytes(v.data(), v.size()));
   };
@@ -373,10 +378,9 @@ absl::StatusOr<UnitTensors> FindUnitTensors(const SafetensorsFile& file, const s
     const std::string name = absl::StrCat(path, ".", field);
     const TensorView* v = file.Find(name);
     if (v == nullptr || v->dtype != dtype || v->shape.size() != rank) {
-      return absl::DataLossError(absl::StrCat("unit ", path, " in ", file.path(), ": ", name,
-                                              " must be a ", rank, "-D ",
-                                              std::string(DTypeName(dtype)), " tensor",
-                                              v == nullptr ? " (missing)" : ""));
+      return absl::DataLossError(
+          absl::StrCat("unit ", path, " in ", file.path(), ": ", name, " must be a ", rank, "-D ",
+                       std::string(DTypeName(dtype)), " tensor", v == nullptr ? " (missing)" : ""));
     }
     return v;
   };
@@ -399,7 +403,7 @@ absl::StatusOr<UnitTensors> FindUnitTensors(const SafetensorsFile& file, const s
     return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v->data.data()),
                                     v->data.size());
   };
-  return UnitTensors{u8(luts),      luts->shape[0], u8(codes),   u8(sm),
+  return UnitTensors{u8(luts),      luts->shape[0], u8(codes),    u8(sm),
                      u8(positions), u8(gaps),       split_storage};
 }
 
@@ -412,7 +416,8 @@ absl::StatusOr<PatternDict> ParsePatternDict(const std::string& json_text) {
   PatternDict dict;
   for (const auto& [key, value] : j.items()) {
     if (!value.is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat("pattern `", key, "`: the value is not a list"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pattern `", key, "`: the value is not a list"));
     }
     std::vector<std::string> attrs;
     for (const auto& a : value) {
@@ -440,15 +445,18 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
   if (config.contains(format::kConfigKey)) {
     return absl::InvalidArgumentError(absl::StrCat(src_dir, " is already a DF11 model"));
   }
+  DF11_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(src_dir));
   PatternDict dict;
   if (options.pattern_dict.has_value()) {
     dict = *options.pattern_dict;
   } else {
     DF11_ASSIGN_OR_RETURN(ArchitectureInfo arch, ParseArchitecture(config_text));
+    if (source.Find("model.language_model.embed_tokens.weight") != nullptr) {
+      arch.text_tower_prefix = "model.language_model.";
+    }
     dict = DefaultPatternDict(arch);
   }
   DF11_ASSIGN_OR_RETURN(std::vector<CompiledPattern> patterns, Compile(dict));
-  DF11_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(src_dir));
   std::vector<const TensorView*> remainder;
   DF11_ASSIGN_OR_RETURN(std::vector<UnitPlan> plans, PlanUnits(source, patterns, &remainder));
   if (plans.empty()) {
@@ -562,7 +570,8 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
   model.version_ = df11.value("version", Json("")).is_string()
                        ? df11.value("version", Json("")).get<std::string>()
                        : "";
-  if (!df11.contains("pattern_dict")) return absl::DataLossError("dfloat11_config has no pattern_dict");
+  if (!df11.contains("pattern_dict"))
+    return absl::DataLossError("dfloat11_config has no pattern_dict");
   // A malformed pattern dict inside a model's own config is a corrupt file.
   absl::StatusOr<PatternDict> dict = ParsePatternDict(df11["pattern_dict"].dump());
   if (!dict.ok()) {
@@ -627,16 +636,17 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
         for (const Json& item : listed.is_array() ? listed : Json::array()) {
           if (item.is_array() && item.size() == 2 && item[0] == w && item[1].is_array()) {
             shape.emplace();
-            for (const Json& d : item[1]) shape->push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
+            for (const Json& d : item[1])
+              shape->push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
           }
         }
         if (!shape.has_value() && arch.ok()) shape = WeightShape(*arch, w);
         if (!shape.has_value()) {
-          return absl::DataLossError(absl::StrCat(
-              "unit ", entry.path, ": the shape of ", w, " is not known (",
-              arch.ok() ? "not a weight of " + arch->architecture
-                        : std::string(arch.status().message()),
-              ")"));
+          return absl::DataLossError(
+              absl::StrCat("unit ", entry.path, ": the shape of ", w, " is not known (",
+                           arch.ok() ? "not a weight of " + arch->architecture
+                                     : std::string(arch.status().message()),
+                           ")"));
         }
         entry.shapes.push_back(*shape);
       }
@@ -650,10 +660,10 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
           if (d <= 0 || __builtin_mul_overflow(elements, d, &elements)) elements = -1;
         }
         if (entry.shapes[i].empty() || elements != end - begin) {
-          return absl::DataLossError(absl::StrCat(
-              "unit ", entry.path, ": ", entry.weight_names[i], " has ", end - begin,
-              " elements, which does not fit its shape [", absl::StrJoin(entry.shapes[i], ", "),
-              "]"));
+          return absl::DataLossError(absl::StrCat("unit ", entry.path, ": ", entry.weight_names[i],
+                                                  " has ", end - begin,
+                                                  " elements, which does not fit its shape [",
+                                                  absl::StrJoin(entry.shapes[i], ", "), "]"));
         }
         begin = end;
       }
