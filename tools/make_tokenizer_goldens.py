@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Builds the tokenizer test fixtures in tests/data/tokenizer/ with Hugging Face `tokenizers`.
 
-Real Llama-3 / Qwen2 tokenizer.json files cannot be downloaded in CI (no hub access), so this
-script TRAINS two small byte-level BPE tokenizers (vocab 4000) on text that every Debian machine
-has offline (the Python 3.11 standard library sources, read in sorted order, plus a fixed
-multilingual paragraph) and configures them exactly like the released files. Each corpus ends with
-60 seeded random concatenations of tricky fragments. It writes:
+Real tokenizer.json files cannot be downloaded in CI (no hub access), so this script TRAINS small
+BPE tokenizers (vocab 4000) on text that every Debian machine has offline (the Python 3.11
+standard library sources, read in sorted order, plus a fixed multilingual paragraph) and
+configures them exactly like the released files. Each corpus ends with 60 seeded random
+concatenations of tricky fragments. It writes:
 
   llama3_like/tokenizer.json   Llama-3.x shape: no normalizer; Split(Llama-3 regex, Isolated) +
                                ByteLevel(use_regex=false); BPE with ignore_merges=true; the Llama-3
@@ -17,13 +17,40 @@ multilingual paragraph) and configures them exactly like the released files. Eac
   qwen2_like_string_merges/tokenizer.json
                                The Qwen one with merges spelled as legacy "a b" strings instead of
                                ["a", "b"] pairs (both spellings occur in released files).
+  phi4_like/tokenizer.json     Phi-4 shape (tiktoken cl100k, converted): no normalizer;
+                               Split(cl100k regex = Llama-3's, behavior Removed, invert true) +
+                               ByteLevel(use_regex=false); ChatML special tokens; no BOS; ByteLevel
+                               post-processor and decoder. Removed + invert keeps exactly the
+                               matches, which for this pattern (it matches all text) is Isolated.
+  gemma3_like/tokenizer.json   Gemma 3 shape (SentencePiece converted): normalizer Replace(" " ->
+                               "▁"); Split(String " ", MergedWithPrevious); BPE with
+                               byte_fallback, fuse_unk, unk <unk>; <pad> <eos> <bos> <unk> <mask>
+                               <start_of_turn> <end_of_turn>, then <0x00>..<0xFF>; TemplateProcessing
+                               (<bos> $A); decoder Sequence[Replace("▁" -> " "), ByteFallback,
+                               Fuse].
+  mistral_like/tokenizer.json  Mistral 7B v0.1 / v0.3, Mixtral as transformers' LlamaTokenizer
+                               (legacy=false) writes it: no normalizer; Metaspace(prepend_scheme
+                               first, split false); the same BPE options; <unk> <s> </s> [INST]
+                               [/INST]; TemplateProcessing(<s> $A); decoder Sequence[Replace,
+                               ByteFallback, Fuse, Strip(" ", 1, 0)].
+  mistral_like_metaspace_decoder/tokenizer.json
+                               The Mistral one with a Metaspace decoder, as other converters write.
+  llama2_like/tokenizer.json   Llama-2 / older Mistral conversions (legacy=true): normalizer
+                               Sequence[Prepend("▁"), Replace(" " -> "▁")]; no
+                               pre-tokenizer; <unk> <s> </s>; as Mistral otherwise.
   goldens.json                 For each tokenizer, a corpus of tricky strings with the ids of
                                encode(text, add_special_tokens=True/False) and the text of
-                               decode(ids, skip_special_tokens=False/True); plus decode-only cases
-                               whose bytes are not valid UTF-8 (lossy U+FFFD replacement).
+                               decode(ids, skip_special_tokens=False/True); plus decode-only cases:
+                               byte-level tokens whose bytes are not valid UTF-8 (lossy U+FFFD
+                               replacement), or runs of <0xNN> tokens, alone and between words
+                               (ByteFallback's all-or-nothing U+FFFD replacement, Strip).
 
-Both tokenizers also carry added tokens that exercise every AddedToken flag: lstrip/rstrip,
-single_word, non-special tokens, and a normalized=true token whose content changes under NFC.
+The SentencePiece-shaped vocabularies are trained on "▁"-prefixed words (Metaspace, as
+SentencePiece splits on whitespace) with the 150 most frequent characters only, so that most CJK,
+emoji, '\t' and a few ASCII letters are not in the vocab and take the byte-fallback path.
+The tokenizers also carry added tokens that exercise every AddedToken flag: lstrip/rstrip,
+single_word, non-special tokens, and normalized=true tokens that the normalizer changes (NFC's
+"Café!", and "foo bar", which Gemma's and Llama-2's normalizers turn into "▁"-spelled forms).
 
 Re-run (from the repository root; versions as in tools/requirements-fixtures.txt, tokenizers
 0.23.3 under Python 3.11.7 when these files were made):
@@ -39,6 +66,7 @@ The C++ tests (tests/runtime/tokenizer/tokenizer_test.cc) demand exact parity wi
 """
 
 import argparse
+import collections
 import json
 import os
 import random
@@ -79,6 +107,21 @@ Emoji: 😀 😂 👍🏽 👩‍💻 🇫🇷 ❤️ 🎉 🤖 — numbers 3.14
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                    "<|end_header_id|>", "<|eot_id|>"]
 QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+PHI4_SPECIALS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
+                 "<|im_start|>", "<|im_end|>", "<|im_sep|>", "<|endofprompt|>"]
+
+# SentencePiece-converted vocabularies (Llama-2, Mistral, Gemma) list the special tokens first,
+# then one "<0xNN>" token per byte for byte_fallback, then the pieces.
+METASPACE = "\u2581"  # "▁"
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+GEMMA3_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<start_of_turn>", "<end_of_turn>"]
+GEMMA3_USER_DEFINED = ["<h1>"]  # in the vocab, added as a non-special token (as Gemma's HTML tags)
+MISTRAL_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]"]
+LLAMA2_SPECIALS = ["<unk>", "<s>", "</s>"]
+# The most frequent characters only, so that rarer ones (most CJK, emoji, '\t', a few ASCII
+# letters) are not in the vocabulary and go through byte fallback.
+SENTENCEPIECE_ALPHABET = 150
+NORMALIZED_ADDED = "foo bar"  # a normalized=true added token with a space in it
 
 
 def training_text():
@@ -184,6 +227,155 @@ def make_qwen2(chunks):
         "model": {"type": "BPE", "dropout": None, "unk_token": None,
                   "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
                   "byte_fallback": False, "vocab": model["vocab"], "merges": model["merges"]},
+    }
+
+
+def train_sentencepiece_like(specials, chunks):
+    """A BPE vocabulary shaped like a SentencePiece conversion: specials, <0xNN> tokens, pieces.
+
+    Trained with Metaspace(split=True), i.e. on "▁"-prefixed words as SentencePiece trains
+    (split_by_whitespace); the files then use each model's own pre-tokenization.
+    """
+    # The trainer's own limit_alphabet breaks ties between equally frequent characters
+    # arbitrarily; choosing the alphabet here (by count, then code point) keeps training
+    # deterministic. Given as the initial alphabet, exactly these characters are kept.
+    counts = collections.Counter()
+    for chunk in chunks:
+        counts.update(chunk.replace(" ", METASPACE))
+    counts[METASPACE] += 1 << 40  # every word starts with one
+    alphabet = sorted(counts, key=lambda c: (-counts[c], ord(c)))[:SENTENCEPIECE_ALPHABET]
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always",
+                                                 split=True)
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=2, show_progress=False,
+                                  special_tokens=specials + BYTE_TOKENS, initial_alphabet=alphabet,
+                                  limit_alphabet=SENTENCEPIECE_ALPHABET)
+    tok.train_from_iterator(chunks, trainer)
+    return json.loads(tok.to_str())["model"]
+
+
+def template(bos, bos_id):
+    """TemplateProcessing that puts `bos` before each sequence (Llama-2, Mistral, Gemma)."""
+    return {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": bos, "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": bos, "type_id": 1}},
+                     {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}}}
+
+
+def sentencepiece_bpe(model):
+    return {"type": "BPE", "dropout": None, "unk_token": "<unk>",
+            "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": True,
+            "byte_fallback": True, "ignore_merges": False,
+            "vocab": model["vocab"], "merges": model["merges"]}
+
+
+def replace(pattern, content):
+    return {"type": "Replace", "pattern": {"String": pattern}, "content": content}
+
+
+LLAMA2_DECODER = {"type": "Sequence", "decoders": [
+    replace(METASPACE, " "), {"type": "ByteFallback"}, {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+
+
+def make_gemma3(chunks):
+    model = train_sentencepiece_like(GEMMA3_SPECIALS + GEMMA3_USER_DEFINED, chunks)
+    vocab = model["vocab"]
+    tokens = [added(vocab[s], s, True) for s in GEMMA3_SPECIALS]
+    tokens.append(added(vocab["<h1>"], "<h1>", False))
+    n = len(vocab)
+    # Flags that the released Gemma 3 file does not use but AddedVocabulary supports.
+    tokens.append(added(n, "<unused0>", True, lstrip=True))
+    tokens.append(added(n + 1, "<unused1>", True, rstrip=True))
+    # normalized=true: matched (and decoded) as "foo▁bar", its form after Replace.
+    tokens.append(added(n + 2, NORMALIZED_ADDED, False, normalized=True))
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": tokens,
+        "normalizer": replace(" ", METASPACE),
+        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "},
+                          "behavior": "MergedWithPrevious", "invert": False},
+        "post_processor": template("<bos>", vocab["<bos>"]),
+        "decoder": {"type": "Sequence", "decoders": [
+            replace(METASPACE, " "), {"type": "ByteFallback"}, {"type": "Fuse"}]},
+        "model": sentencepiece_bpe(model),
+    }
+
+
+def sentencepiece_added_tokens(vocab, specials):
+    tokens = [added(vocab[s], s, True) for s in specials]
+    # Not in the released files: a normalized=true token with a space, which the Llama-2
+    # normalizer turns into "▁foo▁bar".
+    tokens.append(added(len(vocab), NORMALIZED_ADDED, False, normalized=True))
+    return tokens
+
+
+def make_mistral(chunks):
+    """Mistral 7B v0.1 / v0.3, Mixtral as transformers' LlamaTokenizer (legacy=false) writes it."""
+    model = train_sentencepiece_like(MISTRAL_SPECIALS, chunks)
+    vocab = model["vocab"]
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": sentencepiece_added_tokens(vocab, MISTRAL_SPECIALS),
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Metaspace", "replacement": METASPACE,
+                          "prepend_scheme": "first", "split": False},
+        "post_processor": template("<s>", vocab["<s>"]),
+        "decoder": LLAMA2_DECODER,
+        "model": sentencepiece_bpe(model),
+    }
+
+
+def metaspace_decoder(tokenizer_json):
+    """The same file with the Metaspace decoder that other converters write."""
+    out = json.loads(json.dumps(tokenizer_json))
+    out["decoder"] = {"type": "Metaspace", "replacement": METASPACE, "prepend_scheme": "first",
+                      "split": False}
+    return out
+
+
+def make_llama2(chunks):
+    """Llama-2 / older Mistral conversions (legacy=true): Prepend + Replace, no pre-tokenizer."""
+    model = train_sentencepiece_like(LLAMA2_SPECIALS, chunks)
+    vocab = model["vocab"]
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": sentencepiece_added_tokens(vocab, LLAMA2_SPECIALS),
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": METASPACE}, replace(" ", METASPACE)]},
+        "pre_tokenizer": None,
+        "post_processor": template("<s>", vocab["<s>"]),
+        "decoder": LLAMA2_DECODER,
+        "model": sentencepiece_bpe(model),
+    }
+
+
+def make_phi4(chunks):
+    """Phi-4 (cl100k): the tiktoken conversion's Split(behavior Removed, invert true)."""
+    model = train(LLAMA3_PATTERN, nfc=False, chunks=chunks)["model"]
+    n = len(model["vocab"])
+    tokens = [added(n + i, s, True) for i, s in enumerate(PHI4_SPECIALS)]
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": tokens,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": LLAMA3_PATTERN}, "behavior": "Removed",
+             "invert": True},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+                           "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": model["vocab"], "merges": model["merges"]},
     }
 
 
@@ -307,6 +499,41 @@ QWEN_EXTRA = [
 ]
 
 
+# Whitespace, metaspace and byte-fallback cases for the SentencePiece-shaped tokenizers.
+SENTENCEPIECE_EXTRA = [
+    "\u2581", "\u2581\u2581", " \u2581", "\u2581already\u2581marked", "a\u2581b c", "\u2581 x",
+    "  two leading spaces", " one leading space", "\n leading newline", "\tleading tab",
+    "tabs\t\tfall back to bytes", "Just Quite Jazzy @ ^ ~",
+    "<0x41> looks like a byte token", "<0x0A>", "<0xZZ> <0x4>",
+    "😀", "a😀b", "😀😀😀", "\U0001d518\U0001d52b\U0001d526 fraktur", "\u00a0\u00a0nbsp",
+    "end with spaces  ", "x\n\n\ny", "\r\n\r\n",
+    "foo bar as an added token", "xfoo bary", "foo  bar", "foo\u2581bar", " foo bar",
+    "Foo Bar",
+]
+
+GEMMA3_EXTRA = [
+    "<bos>", "<bos>Hello", "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n",
+    "text <eos> text", "<eos><eos>", "<start_of_turn", "<h1>Title</h1>", " <h1> spaced",
+    "a   <unused0>   b", "x\n<unused0>", "a   <unused1>   b", "<unused1>\n\n  z",
+    "<unused0><unused1>", " <pad> <mask> <unk>",
+]
+
+MISTRAL_EXTRA = [
+    "<s>", "<s>Hello", " <s> Hello", "[INST] What is 2+2? [/INST]", "<s>[INST]Hi[/INST]</s>",
+    "[INST]x[/INST] answer</s>", "</s></s>", "[INST", " [INST] leading space", "x<s>y",
+    "<unk>", "a <unk> b",
+]
+
+PHI4_EXTRA = [
+    "<|im_start|>user<|im_sep|>Hi there!<|im_end|><|im_start|>assistant<|im_sep|>",
+    "<|endoftext|>", "text<|endoftext|>text", "<|fim_prefix|>a<|fim_suffix|>b<|fim_middle|>",
+    "<|im_end", "<|endofprompt|> x", "zyzzyva",
+]
+
+# Fragments that the SentencePiece-shaped generated cases mix in.
+SENTENCEPIECE_FRAGMENTS = ["\u2581", "<0x41>", "\t", "😀", "J", "foo bar", "  "]
+
+
 def byte_level_chars():
     """The ByteLevel byte -> character table (bytes_char in tokenizers' byte_level.rs)."""
     bs = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
@@ -334,6 +561,30 @@ def decode_cases(tok):
         assert all(i is not None for i in ids), bs
         cases.append({"bytes_hex": bs.hex(), "ids": ids,
                       "decoded": tok.decode(ids, skip_special_tokens=False)})
+    return cases
+
+
+def byte_fallback_decode_cases(tok):
+    """Runs of <0xNN> tokens, alone and between word tokens (ByteFallback joins a run if it is
+    valid UTF-8 and makes every byte of it U+FFFD otherwise; Strip drops one leading space)."""
+    byte_strings = [
+        b"\xe4\xbd", b"\xff", b"\xc3a", b"\xf0\x9f\x98", b"ok\xe2\x82", b"\x80\x80",
+        b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\xe0\x80\xaf", b"a\xf0\x9fb",
+        b"\xe4\xbd\xa0\xe5\xa5", b"\xf0\x9f\x98\x80", b"\xc3\xa9", b"\xe4\xbd\xa0\xff", b" ",
+        b"  x", b"\n",
+    ]
+    words = [tok.token_to_id(METASPACE + "the")]
+    assert words[0] is not None
+    word_bytes = b" the"
+    cases = []
+    for bs in byte_strings:
+        ids = [tok.token_to_id(f"<0x{b:02X}>") for b in bs]
+        assert all(i is not None for i in ids), bs
+        for before, after in (([], []), (words, words)):
+            all_ids = before + ids + after
+            raw = word_bytes * bool(before) + bs + word_bytes * bool(after)
+            cases.append({"bytes_hex": raw.hex(), "ids": all_ids,
+                          "decoded": tok.decode(all_ids, skip_special_tokens=False)})
     return cases
 
 
@@ -375,30 +626,44 @@ def dump(obj):
 def build():
     """Returns {relative path: file text}."""
     chunks = training_text()
-    llama = make_llama3(chunks)
-    qwen = make_qwen2(chunks)
-    if make_llama3(chunks) != llama or make_qwen2(chunks) != qwen:
-        sys.exit("training is not deterministic: two runs gave different tokenizers")
-    qwen_legacy = legacy_merges(qwen)
-    files = {
-        "llama3_like/tokenizer.json": dump(llama),
-        "qwen2_like/tokenizer.json": dump(qwen),
-        "qwen2_like_string_merges/tokenizer.json": dump(qwen_legacy),
+    makers = {"llama3_like": make_llama3, "qwen2_like": make_qwen2, "gemma3_like": make_gemma3,
+              "mistral_like": make_mistral, "llama2_like": make_llama2, "phi4_like": make_phi4}
+    made = {}
+    for name, make in makers.items():
+        made[name] = make(chunks)
+        if make(chunks) != made[name]:
+            sys.exit(f"training is not deterministic: two runs gave different {name} tokenizers")
+    made["qwen2_like_string_merges"] = legacy_merges(made["qwen2_like"])
+    made["mistral_like_metaspace_decoder"] = metaspace_decoder(made["mistral_like"])
+    files = {f"{name}/tokenizer.json": dump(tokenizer_json)
+             for name, tokenizer_json in made.items()}
+    toks = {name: Tokenizer.from_str(files[f"{name}/tokenizer.json"]) for name in made}
+    contents = {name: [t["content"] for t in tokenizer_json["added_tokens"]]
+                for name, tokenizer_json in made.items()}
+    sentencepiece_common = COMMON_CORPUS + SENTENCEPIECE_EXTRA
+    corpora = {
+        "llama3_like": COMMON_CORPUS + LLAMA3_EXTRA + generated_corpus(contents["llama3_like"]),
+        "qwen2_like": COMMON_CORPUS + QWEN_EXTRA + generated_corpus(contents["qwen2_like"]),
+        "gemma3_like": sentencepiece_common + GEMMA3_EXTRA +
+                       generated_corpus(contents["gemma3_like"] + SENTENCEPIECE_FRAGMENTS),
+        "mistral_like": sentencepiece_common + MISTRAL_EXTRA +
+                        generated_corpus(contents["mistral_like"] + SENTENCEPIECE_FRAGMENTS),
+        "mistral_like_metaspace_decoder": sentencepiece_common + MISTRAL_EXTRA + generated_corpus(
+            contents["mistral_like"] + SENTENCEPIECE_FRAGMENTS),
+        "llama2_like": sentencepiece_common + MISTRAL_EXTRA +
+                       generated_corpus(contents["llama2_like"] + SENTENCEPIECE_FRAGMENTS),
+        "phi4_like": COMMON_CORPUS + PHI4_EXTRA + generated_corpus(contents["phi4_like"]),
     }
-    toks = {name: Tokenizer.from_str(files[f"{name}/tokenizer.json"])
-            for name in ("llama3_like", "qwen2_like", "qwen2_like_string_merges")}
-    llama_added = [t["content"] for t in llama["added_tokens"]]
-    qwen_added = [t["content"] for t in qwen["added_tokens"]]
-    corpora = {"llama3_like": COMMON_CORPUS + LLAMA3_EXTRA + generated_corpus(llama_added),
-               "qwen2_like": COMMON_CORPUS + QWEN_EXTRA + generated_corpus(qwen_added)}
     goldens = {"generator": "tools/make_tokenizer_goldens.py",
                "tokenizers_version": tokenizers.__version__,
                "tokenizers": {}}
     for name, corpus in corpora.items():
+        byte_fallback = made[name]["model"]["byte_fallback"]
         goldens["tokenizers"][name] = {
             "file": f"{name}/tokenizer.json",
             "cases": goldens_for(toks[name], corpus),
-            "decode_cases": decode_cases(toks[name]),
+            "decode_cases": (byte_fallback_decode_cases if byte_fallback else decode_cases)(
+                toks[name]),
         }
     # The string-merges file must tokenize exactly like the pairs file.
     if goldens_for(toks["qwen2_like_string_merges"], corpora["qwen2_like"]) != \

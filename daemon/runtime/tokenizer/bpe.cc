@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "codec/base/status_macros.h"
 #include "daemon/runtime/tokenizer/json_fields.h"
 #include "daemon/runtime/tokenizer/text_util.h"
@@ -12,8 +13,7 @@ namespace df11::runtime::tokenizer_internal {
 namespace {
 
 constexpr char kSupportedModel[] =
-    "type BPE with dropout null, byte_fallback false, continuing_subword_prefix and "
-    "end_of_word_suffix null or \"\"";
+    "type BPE with dropout null, continuing_subword_prefix and end_of_word_suffix null or \"\"";
 
 // Reads model.merges into (left, right) string pairs in rank order. Both spellings that
 // tokenizers' BPE deserializer accepts (serialization.rs `MergeType`): pairs ["a", "b"] and
@@ -61,9 +61,6 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const Json& model) {
     if (dropout->get<double>() != 0.0)
       return Unsupported("model.dropout", "dropout", kSupportedModel);
   }
-  DF11_ASSIGN_OR_RETURN(const bool byte_fallback,
-                        OptionalBool(model, "byte_fallback", "model", false));
-  if (byte_fallback) return Unsupported("model.byte_fallback", "byte_fallback", kSupportedModel);
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     DF11_ASSIGN_OR_RETURN(const std::optional<std::string> affix,
                           OptionalString(model, key, "model"));
@@ -76,6 +73,7 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const Json& model) {
   BpeModel bpe;
   DF11_ASSIGN_OR_RETURN(bpe.ignore_merges_, OptionalBool(model, "ignore_merges", "model", false));
   DF11_ASSIGN_OR_RETURN(bpe.fuse_unk_, OptionalBool(model, "fuse_unk", "model", false));
+  DF11_ASSIGN_OR_RETURN(bpe.byte_fallback_, OptionalBool(model, "byte_fallback", "model", false));
 
   const Json* vocab = FindField(model, "vocab");
   if (vocab == nullptr) return Malformed("model.vocab", "missing");
@@ -130,6 +128,9 @@ absl::StatusOr<BpeModel> BpeModel::FromJson(const Json& model) {
   for (int b = 0; b < 256; ++b) {
     auto it = bpe.vocab_.find(table.byte_to_utf8[b]);
     bpe.byte_ids_[b] = it == bpe.vocab_.end() ? -1 : it->second;
+    // merge_word's format!("<{b:#04X}>"): "0x" and two upper-case hex digits.
+    it = bpe.vocab_.find(absl::StrFormat("<0x%02X>", b));
+    bpe.byte_fallback_ids_[b] = it == bpe.vocab_.end() ? -1 : it->second;
   }
   return bpe;
 }
@@ -140,45 +141,103 @@ std::optional<int32_t> BpeModel::TokenId(std::string_view token) const {
   return it->second;
 }
 
-void BpeModel::Tokenize(std::string_view piece, std::vector<int32_t>* ids) const {
-  if (piece.empty()) return;
+// Builds the initial symbols of a word as merge_word does, one character at a time.
+class BpeModel::WordBuilder {
+ public:
+  WordBuilder(const BpeModel& model, size_t capacity) : model_(model) {
+    symbols_.reserve(capacity);
+  }
+
+  // A character whose vocab id is `id`; flushes a pending unk first.
+  void Known(int32_t id) {
+    FlushUnk();
+    Add(id);
+  }
+
+  // A character (UTF-8 `text`) that is not in the vocab.
+  void Unknown(std::string_view text) {
+    if (model_.byte_fallback_) {
+      bool all = true;
+      for (char b : text) all = all && model_.byte_fallback_ids_[static_cast<uint8_t>(b)] >= 0;
+      if (all) {
+        // As merge_word, a pending unk is not flushed first: it lands after these bytes.
+        for (char b : text) Add(model_.byte_fallback_ids_[static_cast<uint8_t>(b)]);
+        return;
+      }
+    }
+    if (!model_.unk_id_.has_value()) return;  // dropped
+    if (unk_pending_ && !model_.fuse_unk_) Add(*model_.unk_id_);
+    unk_pending_ = true;
+  }
+
+  std::vector<Symbol>& Finish() {
+    FlushUnk();
+    return symbols_;
+  }
+
+ private:
+  void FlushUnk() {
+    if (unk_pending_) Add(*model_.unk_id_);
+    unk_pending_ = false;
+  }
+  void Add(int32_t id) {
+    const auto n = static_cast<int32_t>(symbols_.size());
+    symbols_.push_back(Symbol{id, n - 1, -1, true});
+    if (n > 0) symbols_[n - 1].next = n;
+  }
+
+  const BpeModel& model_;
+  std::vector<Symbol> symbols_;
+  bool unk_pending_ = false;
+};
+
+void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>* ids) const {
+  if (word.empty()) return;
   if (ignore_merges_) {
     // tokenize_with_cache: a pre-token that is a vocab entry is one token, merges or not.
-    auto it = vocab_.find(ByteLevelEncode(piece));
+    if (std::optional<int32_t> id = TokenId(word); id.has_value()) {
+      ids->push_back(*id);
+      return;
+    }
+  }
+  WordBuilder builder(*this, word.size());
+  size_t i = 0;
+  while (i < word.size()) {
+    const size_t begin = i;
+    NextCodePoint(word, &i);
+    const std::string_view ch = word.substr(begin, i - begin);
+    if (std::optional<int32_t> id = TokenId(ch); id.has_value()) {
+      builder.Known(*id);
+    } else {
+      builder.Unknown(ch);
+    }
+  }
+  MergeAll(builder.Finish(), ids);
+}
+
+void BpeModel::TokenizeByteLevel(std::string_view bytes, std::vector<int32_t>* ids) const {
+  if (bytes.empty()) return;
+  if (ignore_merges_) {
+    auto it = vocab_.find(ByteLevelEncode(bytes));
     if (it != vocab_.end()) {
       ids->push_back(it->second);
       return;
     }
   }
-
-  struct Symbol {
-    int32_t id;
-    int32_t prev;
-    int32_t next;
-    bool alive;
-  };
-  std::vector<Symbol> symbols;
-  symbols.reserve(piece.size());
-  auto add = [&symbols](int32_t id) {
-    const auto n = static_cast<int32_t>(symbols.size());
-    symbols.push_back(Symbol{id, n - 1, -1, true});
-    if (n > 0) symbols[n - 1].next = n;
-  };
-  // merge_word: unknown characters become the unk token, consecutive ones fused with fuse_unk;
-  // without an unk token they are dropped.
-  bool unk_pending = false;
-  for (char ch : piece) {
-    const int32_t id = byte_ids_[static_cast<uint8_t>(ch)];
-    if (id >= 0) {
-      if (unk_pending) add(*unk_id_);
-      unk_pending = false;
-      add(id);
-    } else if (unk_id_.has_value()) {
-      if (unk_pending && !fuse_unk_) add(*unk_id_);
-      unk_pending = true;
+  const ByteLevelTable& table = ByteLevel();
+  WordBuilder builder(*this, bytes.size());
+  for (char ch : bytes) {
+    const auto b = static_cast<uint8_t>(ch);
+    if (byte_ids_[b] >= 0) {
+      builder.Known(byte_ids_[b]);
+    } else {
+      builder.Unknown(table.byte_to_utf8[b]);
     }
   }
-  if (unk_pending) add(*unk_id_);
+  MergeAll(builder.Finish(), ids);
+}
+
+void BpeModel::MergeAll(std::vector<Symbol>& symbols, std::vector<int32_t>* ids) const {
   if (symbols.size() <= 1) {
     if (!symbols.empty()) ids->push_back(symbols[0].id);
     return;

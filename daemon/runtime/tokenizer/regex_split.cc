@@ -1,5 +1,7 @@
 #include "daemon/runtime/tokenizer/regex_split.h"
 
+#include <algorithm>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -75,10 +77,11 @@ std::string WithOnigurumaWhiteSpace(const std::string& pattern) {
 }  // namespace
 
 absl::StatusOr<RegexSplitter> RegexSplitter::Compile(const std::string& pattern, bool literal,
+                                                     SplitBehavior behavior, bool invert,
                                                      const std::string& path) {
   // UCP makes \s, \w, \d and POSIX classes Unicode-aware, as Oniguruma's are for UTF-8 text.
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL admits no UCP (which a literal does not need).
+  const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   int error = 0;
   PCRE2_SIZE offset = 0;
   // The pattern as written is compiled first so that an error's offset refers to it.
@@ -108,7 +111,68 @@ absl::StatusOr<RegexSplitter> RegexSplitter::Compile(const std::string& pattern,
   pcre2_jit_compile(code->code, PCRE2_JIT_COMPLETE);
   RegexSplitter splitter;
   splitter.code_ = std::move(code);
+  splitter.behavior_ = behavior;
+  splitter.invert_ = invert;
   return splitter;
+}
+
+void SplitBySpans(std::string_view text, const std::vector<MatchSpan>& spans,
+                  SplitBehavior behavior, bool invert, std::vector<std::string_view>* pieces) {
+  struct Part {
+    size_t begin;
+    size_t end;
+    bool remove;
+  };
+  std::vector<Part> parts;
+  parts.reserve(spans.size());
+  bool previous_match = false;
+  // The folds of NormalizedString::split, one per behavior.
+  switch (behavior) {
+    case SplitBehavior::kIsolated:
+      for (const MatchSpan& s : spans) parts.push_back(Part{s.begin, s.end, false});
+      break;
+    case SplitBehavior::kRemoved:
+      for (const MatchSpan& s : spans) parts.push_back(Part{s.begin, s.end, s.is_match != invert});
+      break;
+    case SplitBehavior::kContiguous:
+      for (const MatchSpan& s : spans) {
+        const bool match = s.is_match != invert;
+        if (match == previous_match && !parts.empty()) {
+          parts.back().end = s.end;
+        } else {
+          parts.push_back(Part{s.begin, s.end, false});
+        }
+        previous_match = match;
+      }
+      break;
+    case SplitBehavior::kMergedWithPrevious:
+      for (const MatchSpan& s : spans) {
+        const bool match = s.is_match != invert;
+        if (match && !previous_match && !parts.empty()) {
+          parts.back().end = s.end;
+        } else {
+          parts.push_back(Part{s.begin, s.end, false});
+        }
+        previous_match = match;
+      }
+      break;
+    case SplitBehavior::kMergedWithNext:
+      // Folded from the end: a match joins the piece after it.
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+        const bool match = it->is_match != invert;
+        if (match && !previous_match && !parts.empty()) {
+          parts.back().begin = it->begin;
+        } else {
+          parts.push_back(Part{it->begin, it->end, false});
+        }
+        previous_match = match;
+      }
+      std::reverse(parts.begin(), parts.end());
+      break;
+  }
+  for (const Part& p : parts) {
+    if (!p.remove && p.end > p.begin) pieces->push_back(text.substr(p.begin, p.end - p.begin));
+  }
 }
 
 absl::Status RegexSplitter::Split(std::string_view text,
@@ -118,8 +182,12 @@ absl::Status RegexSplitter::Split(std::string_view text,
       pcre2_match_data_create_from_pattern(code_->code, nullptr));
   if (md == nullptr) return absl::ResourceExhaustedError("pcre2_match_data_create failed");
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t prev = 0;   // end of the last match
-  size_t start = 0;  // where the next search begins
+  // Isolated (the Llama-3, Qwen2 and GPT-2 splits) ignores which entries are matches.
+  const bool isolated = behavior_ == SplitBehavior::kIsolated;
+  std::vector<MatchSpan> spans;
+  size_t prev = 0;       // end of the last match
+  size_t start = 0;      // where the next search begins
+  bool matched = false;  // whether there was a match before
   while (start <= text.size()) {
     // The text was validated as UTF-8 before splitting, so PCRE2 need not check it again.
     int rc = pcre2_match(code_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, md.get(),
@@ -134,22 +202,37 @@ absl::Status RegexSplitter::Split(std::string_view text,
     if (rc < 0) return absl::InternalError(absl::StrCat("tokenizer regex: ", Pcre2Message(rc)));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(md.get());
     const size_t match_start = ovector[0], match_end = ovector[1];
-    if (match_start > prev) pieces->push_back(text.substr(prev, match_start - prev));
-    if (match_end > match_start) {
-      pieces->push_back(text.substr(match_start, match_end - match_start));
+    // The onig crate's find_iter drops an empty match right where the last match ended (and so
+    // never repeats one); any other empty match is an entry too: it makes no piece, but the
+    // merging behaviors see it.
+    const bool empty = match_end == match_start;
+    if (!(empty && matched && match_end == prev)) {
+      if (isolated) {
+        // Every entry is a piece of its own: no need to collect them.
+        if (match_start > prev) pieces->push_back(text.substr(prev, match_start - prev));
+        if (!empty) pieces->push_back(text.substr(match_start, match_end - match_start));
+      } else {
+        if (match_start > prev) spans.push_back(MatchSpan{prev, match_start, false});
+        spans.push_back(MatchSpan{match_start, match_end, true});
+      }
+      prev = match_end;
+      matched = true;
+    }
+    if (!empty) {
       start = match_end;
     } else {
-      // An empty match yields no piece; step over one character, as Oniguruma's find_iter does.
-      if (match_end >= text.size()) {
-        prev = match_end;
-        break;
-      }
+      // After an empty match, the search resumes one character further on.
+      if (match_end >= text.size()) break;
       start = match_end + 1;
       while (start < text.size() && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80) ++start;
     }
-    prev = match_end;
   }
-  if (prev < text.size()) pieces->push_back(text.substr(prev));
+  if (isolated) {
+    if (prev < text.size()) pieces->push_back(text.substr(prev));
+    return absl::OkStatus();
+  }
+  if (prev < text.size()) spans.push_back(MatchSpan{prev, text.size(), false});
+  SplitBySpans(text, spans, behavior_, invert_, pieces);
   return absl::OkStatus();
 }
 

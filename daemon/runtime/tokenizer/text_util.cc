@@ -126,6 +126,22 @@ void AppendUtf8(char32_t c, std::string* out) {
   }
 }
 
+std::string ReplaceAll(std::string_view text, std::string_view pattern, std::string_view content) {
+  std::string out;
+  size_t pos = text.find(pattern);
+  if (pos == std::string_view::npos) return std::string(text);
+  out.reserve(text.size() + text.size() / 4);
+  size_t done = 0;
+  while (pos != std::string_view::npos) {
+    out.append(text.substr(done, pos - done));
+    out.append(content);
+    done = pos + pattern.size();
+    pos = text.find(pattern, done);
+  }
+  out.append(text.substr(done));
+  return out;
+}
+
 bool IsWhiteSpace(char32_t c) {
   // PropList.txt White_Space (unchanged since Unicode 6.3).
   if (c >= 0x09 && c <= 0x0D) return true;

@@ -1,5 +1,6 @@
-// Internal to df11_tokenizer: UTF-8 scanning, lossy decoding, Unicode character classes, NFC and
-// the ByteLevel byte <-> character table. Not a public API; tokenizer.h is.
+// Internal to df11_tokenizer: UTF-8 scanning, lossy decoding, literal replacement, Unicode
+// character classes, NFC and the ByteLevel byte <-> character table. Not a public API;
+// tokenizer.h is.
 #ifndef DF11_DAEMON_RUNTIME_TOKENIZER_TEXT_UTIL_H_
 #define DF11_DAEMON_RUNTIME_TOKENIZER_TEXT_UTIL_H_
 
@@ -40,6 +41,11 @@ char32_t NextCodePoint(std::string_view s, size_t* i);
 char32_t LastCodePoint(std::string_view s, size_t end, size_t* start);
 
 void AppendUtf8(char32_t c, std::string* out);
+
+// `text` with each leftmost, non-overlapping occurrence of `pattern` (non-empty) replaced by
+// `content`: what Oniguruma's find_iter does with an escaped literal, as tokenizers' Replace
+// (normalizer and decoder) uses it.
+std::string ReplaceAll(std::string_view text, std::string_view pattern, std::string_view content);
 
 // Unicode White_Space (what Rust's regex \s matches).
 bool IsWhiteSpace(char32_t c);

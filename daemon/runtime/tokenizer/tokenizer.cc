@@ -1,9 +1,10 @@
 // Loading tokenizer.json and the encode / decode pipelines (tokenizers' tokenizer/mod.rs
-// `encode_single_sequence` and `decode`). The pieces live in bpe.cc, regex_split.cc,
-// added_vocabulary.cc and text_util.cc.
+// `encode_single_sequence` and `decode`). The pieces live in normalizer.cc, pre_tokenizer.cc,
+// regex_split.cc, bpe.cc, decoder.cc, added_vocabulary.cc and text_util.cc.
 #include "daemon/runtime/tokenizer/tokenizer.h"
 
 #include <filesystem>
+#include <forward_list>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -14,8 +15,10 @@
 #include "codec/base/status_macros.h"
 #include "daemon/runtime/tokenizer/added_vocabulary.h"
 #include "daemon/runtime/tokenizer/bpe.h"
+#include "daemon/runtime/tokenizer/decoder.h"
 #include "daemon/runtime/tokenizer/json_fields.h"
-#include "daemon/runtime/tokenizer/regex_split.h"
+#include "daemon/runtime/tokenizer/normalizer.h"
+#include "daemon/runtime/tokenizer/pre_tokenizer.h"
 #include "daemon/runtime/tokenizer/text_util.h"
 
 namespace df11::runtime {
@@ -24,33 +27,28 @@ using tokenizer_internal::AddedSplit;
 using tokenizer_internal::AddedToken;
 using tokenizer_internal::AddedTokenMatcher;
 using tokenizer_internal::BpeModel;
+using tokenizer_internal::Decoder;
+using tokenizer_internal::DecoderStream;
 using tokenizer_internal::FindField;
 using tokenizer_internal::Json;
 using tokenizer_internal::Malformed;
-using tokenizer_internal::RegexSplitter;
+using tokenizer_internal::Normalizer;
+using tokenizer_internal::PreTokenizer;
 using tokenizer_internal::Unsupported;
 
 namespace {
 
-constexpr char kSupportedNormalizers[] = "null, NFC, Sequence of NFC";
-constexpr char kSupportedPreTokenizers[] =
-    "Split (Regex or String pattern, behavior Isolated, invert false) and ByteLevel "
-    "(add_prefix_space false), alone or as a Sequence ending with one ByteLevel";
-constexpr char kSupportedDecoders[] = "ByteLevel";
 constexpr char kSupportedPostProcessors[] =
     "null, ByteLevel, TemplateProcessing (special tokens around $A), Sequence of these";
-
-// The GPT-2 split that ByteLevel applies when use_regex is true (pre_tokenizers/byte_level.rs RE).
-constexpr char kGpt2Pattern[] =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 }  // namespace
 
 struct Tokenizer::Impl {
   BpeModel bpe;
-  bool nfc = false;
-  // Split pre-tokenizers in order; the ByteLevel byte mapping happens inside BpeModel.
-  std::vector<RegexSplitter> splitters;
+  Normalizer normalizer;
+  // With a ByteLevel pre-tokenizer, the byte -> alphabet mapping happens inside BpeModel.
+  PreTokenizer pre_tokenizer;
+  Decoder decoder;
   std::vector<AddedToken> added;         // by index, as the matchers report them
   AddedTokenMatcher raw_matcher;         // normalized=false tokens, matched in the input
   AddedTokenMatcher normalized_matcher;  // normalized=true tokens, matched after normalization
@@ -61,127 +59,17 @@ struct Tokenizer::Impl {
   std::vector<bool> id_present;
   std::vector<bool> id_special;
 
-  absl::Status ParseNormalizer(const Json& root);
-  absl::Status ParsePreTokenizer(const Json& root);
   absl::Status ParsePostProcessor(const Json& root);
   absl::Status ParseTemplate(const Json& v, const std::string& path);
   absl::Status ParseAddedTokens(const Json& root);
   // kInvalidArgument for an id so far beyond the tokens listed that its tables would be huge.
   absl::Status BuildIdTables();
 
-  absl::Status EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const;
-  absl::Status EncodeNormalized(std::string_view piece, std::vector<int32_t>* ids) const;
+  // Normalizes `piece` of the input (which starts at its offset 0 if `at_text_start`) and encodes
+  // it: normalized added tokens, then pre-tokens through the model.
+  absl::Status EncodeSegment(std::string_view piece, bool at_text_start,
+                             std::vector<int32_t>* ids) const;
 };
-
-absl::Status Tokenizer::Impl::ParseNormalizer(const Json& root) {
-  const Json* v = FindField(root, "normalizer");
-  if (v == nullptr) return absl::OkStatus();
-  DF11_ASSIGN_OR_RETURN(const std::string type,
-                        tokenizer_internal::ComponentType(*v, "normalizer"));
-  if (type == "NFC") {
-    nfc = true;
-    return absl::OkStatus();
-  }
-  if (type == "Sequence") {
-    const Json* list = FindField(*v, "normalizers");
-    if (list == nullptr || !list->is_array()) {
-      return Malformed("normalizer.normalizers", "expected an array");
-    }
-    for (size_t i = 0; i < list->size(); ++i) {
-      const std::string path = absl::StrCat("normalizer.normalizers[", i, "]");
-      DF11_ASSIGN_OR_RETURN(const std::string t,
-                            tokenizer_internal::ComponentType((*list)[i], path));
-      if (t != "NFC")
-        return Unsupported(path, absl::StrCat("type \"", t, "\""), kSupportedNormalizers);
-      nfc = true;  // NFC is idempotent: a run of NFCs is one
-    }
-    return absl::OkStatus();
-  }
-  return Unsupported("normalizer", absl::StrCat("type \"", type, "\""), kSupportedNormalizers);
-}
-
-absl::Status Tokenizer::Impl::ParsePreTokenizer(const Json& root) {
-  const Json* v = FindField(root, "pre_tokenizer");
-  if (v == nullptr) return Unsupported("pre_tokenizer", "null", kSupportedPreTokenizers);
-  DF11_ASSIGN_OR_RETURN(const std::string type,
-                        tokenizer_internal::ComponentType(*v, "pre_tokenizer"));
-  std::vector<std::pair<const Json*, std::string>> steps;
-  if (type == "Sequence") {
-    const Json* list = FindField(*v, "pretokenizers");
-    if (list == nullptr || !list->is_array()) {
-      return Malformed("pre_tokenizer.pretokenizers", "expected an array");
-    }
-    for (size_t i = 0; i < list->size(); ++i) {
-      steps.emplace_back(&(*list)[i], absl::StrCat("pre_tokenizer.pretokenizers[", i, "]"));
-    }
-  } else {
-    steps.emplace_back(v, "pre_tokenizer");
-  }
-  bool byte_level = false;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const auto& [step, path] = steps[i];
-    DF11_ASSIGN_OR_RETURN(const std::string t, tokenizer_internal::ComponentType(*step, path));
-    if (byte_level) {
-      return Unsupported(path, absl::StrCat("type \"", t, "\" after ByteLevel"),
-                         kSupportedPreTokenizers);
-    }
-    if (t == "Split") {
-      const Json* pattern = FindField(*step, "pattern");
-      if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1) {
-        return Malformed(absl::StrCat(path, ".pattern"),
-                         "expected {\"Regex\": ...} or {\"String\": ...}");
-      }
-      const bool literal = pattern->contains("String");
-      if (!literal && !pattern->contains("Regex")) {
-        return Malformed(absl::StrCat(path, ".pattern"),
-                         "expected {\"Regex\": ...} or {\"String\": ...}");
-      }
-      DF11_ASSIGN_OR_RETURN(const std::string text, tokenizer_internal::RequiredString(
-                                                        *pattern, literal ? "String" : "Regex",
-                                                        absl::StrCat(path, ".pattern")));
-      DF11_ASSIGN_OR_RETURN(const std::string behavior,
-                            tokenizer_internal::RequiredString(*step, "behavior", path));
-      if (behavior != "Isolated") {
-        return Unsupported(absl::StrCat(path, ".behavior"), absl::StrCat("\"", behavior, "\""),
-                           kSupportedPreTokenizers);
-      }
-      const Json* invert = FindField(*step, "invert");
-      if (invert == nullptr || !invert->is_boolean()) {
-        return Malformed(absl::StrCat(path, ".invert"), "expected a boolean");
-      }
-      if (invert->get<bool>()) {
-        return Unsupported(absl::StrCat(path, ".invert"), "true", kSupportedPreTokenizers);
-      }
-      DF11_ASSIGN_OR_RETURN(RegexSplitter splitter,
-                            RegexSplitter::Compile(text, literal, absl::StrCat(path, ".pattern")));
-      splitters.push_back(std::move(splitter));
-    } else if (t == "ByteLevel") {
-      const Json* prefix = FindField(*step, "add_prefix_space");
-      if (prefix == nullptr || !prefix->is_boolean()) {
-        return Malformed(absl::StrCat(path, ".add_prefix_space"), "expected a boolean");
-      }
-      if (prefix->get<bool>()) {
-        return Unsupported(absl::StrCat(path, ".add_prefix_space"), "true",
-                           kSupportedPreTokenizers);
-      }
-      DF11_ASSIGN_OR_RETURN(const bool use_regex,
-                            tokenizer_internal::OptionalBool(*step, "use_regex", path, true));
-      if (use_regex) {
-        DF11_ASSIGN_OR_RETURN(RegexSplitter gpt2,
-                              RegexSplitter::Compile(kGpt2Pattern, false, path));
-        splitters.push_back(std::move(gpt2));
-      }
-      byte_level = true;
-    } else {
-      return Unsupported(path, absl::StrCat("type \"", t, "\""), kSupportedPreTokenizers);
-    }
-  }
-  if (!byte_level) {
-    return Unsupported("pre_tokenizer", "a pre-tokenizer without ByteLevel",
-                       kSupportedPreTokenizers);
-  }
-  return absl::OkStatus();
-}
 
 absl::Status Tokenizer::Impl::ParseTemplate(const Json& v, const std::string& path) {
   const Json* single = FindField(v, "single");
@@ -300,8 +188,9 @@ absl::Status Tokenizer::Impl::ParseAddedTokens(const Json& root) {
     DF11_ASSIGN_OR_RETURN(token.normalized, tokenizer_internal::OptionalBool(entry, "normalized",
                                                                              path, !token.special));
     if (token.content.empty()) continue;  // tokenizers ignores empty tokens
-    token.pattern =
-        token.normalized && nfc ? tokenizer_internal::Nfc(token.content) : token.content;
+    // A normalized token is matched (and decoded) as its normalized form (normalized_cache).
+    token.pattern = token.normalized && !normalizer.identity() ? normalizer.Normalize(token.content)
+                                                               : token.content;
     int32_t id;
     if (auto it = added_ids.find(token.content); it != added_ids.end()) {
       id = it->second;
@@ -383,15 +272,10 @@ absl::StatusOr<Tokenizer> Tokenizer::FromJson(const std::string& tokenizer_json_
   const Json* model = FindField(root, "model");
   if (model == nullptr) return Malformed("model", "missing");
   DF11_ASSIGN_OR_RETURN(impl->bpe, BpeModel::FromJson(*model));
-  DF11_RETURN_IF_ERROR(impl->ParseNormalizer(root));
-  DF11_RETURN_IF_ERROR(impl->ParsePreTokenizer(root));
-  const Json* decoder = FindField(root, "decoder");
-  if (decoder == nullptr) return Unsupported("decoder", "null", kSupportedDecoders);
-  DF11_ASSIGN_OR_RETURN(const std::string decoder_type,
-                        tokenizer_internal::ComponentType(*decoder, "decoder"));
-  if (decoder_type != "ByteLevel") {
-    return Unsupported("decoder", absl::StrCat("type \"", decoder_type, "\""), kSupportedDecoders);
-  }
+  DF11_ASSIGN_OR_RETURN(impl->normalizer, Normalizer::FromJson(FindField(root, "normalizer")));
+  DF11_ASSIGN_OR_RETURN(impl->pre_tokenizer,
+                        PreTokenizer::FromJson(FindField(root, "pre_tokenizer")));
+  DF11_ASSIGN_OR_RETURN(impl->decoder, Decoder::FromJson(FindField(root, "decoder")));
   DF11_RETURN_IF_ERROR(impl->ParsePostProcessor(root));
   DF11_RETURN_IF_ERROR(impl->ParseAddedTokens(root));
   DF11_RETURN_IF_ERROR(impl->BuildIdTables());
@@ -415,30 +299,32 @@ absl::StatusOr<Tokenizer> Tokenizer::FromFile(const std::string& path) {
   return tokenizer;
 }
 
-absl::Status Tokenizer::Impl::EncodePiece(std::string_view piece, std::vector<int32_t>* ids) const {
-  std::vector<std::string_view> pieces{piece}, next;
-  for (const RegexSplitter& splitter : splitters) {
-    next.clear();
-    for (std::string_view p : pieces) DF11_RETURN_IF_ERROR(splitter.Split(p, &next));
-    pieces.swap(next);
-  }
-  for (std::string_view p : pieces) bpe.Tokenize(p, ids);
-  return absl::OkStatus();
-}
-
-absl::Status Tokenizer::Impl::EncodeNormalized(std::string_view piece,
-                                               std::vector<int32_t>* ids) const {
+absl::Status Tokenizer::Impl::EncodeSegment(std::string_view piece, bool at_text_start,
+                                            std::vector<int32_t>* ids) const {
   std::string normalized_storage;
   std::string_view normalized = piece;
-  if (nfc) {
-    normalized_storage = tokenizer_internal::Nfc(piece);
+  if (!normalizer.identity()) {
+    normalized_storage = normalizer.Normalize(piece);
     normalized = normalized_storage;
   }
+  std::forward_list<std::string> storage;  // pre-tokens that the pre-tokenizer rewrote
+  std::vector<std::string_view> pieces;
   for (const AddedSplit& s : normalized_matcher.Split(normalized, added)) {
     if (s.token >= 0) {
       ids->push_back(added[s.token].id);
-    } else {
-      DF11_RETURN_IF_ERROR(EncodePiece(normalized.substr(s.begin, s.end - s.begin), ids));
+      continue;
+    }
+    pieces.clear();
+    // Normalized offset 0 of a segment at input offset 0 is input offset 0 (a Prepend
+    // normalizer's prefix is aligned with the first character).
+    DF11_RETURN_IF_ERROR(pre_tokenizer.Split(normalized.substr(s.begin, s.end - s.begin),
+                                             at_text_start && s.begin == 0, &storage, &pieces));
+    for (std::string_view p : pieces) {
+      if (pre_tokenizer.byte_level()) {
+        bpe.TokenizeByteLevel(p, ids);
+      } else {
+        bpe.Tokenize(p, ids);
+      }
     }
   }
   return absl::OkStatus();
@@ -459,7 +345,8 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
     if (s.token >= 0) {
       ids.push_back(impl.added[s.token].id);
     } else {
-      DF11_RETURN_IF_ERROR(impl.EncodeNormalized(text.substr(s.begin, s.end - s.begin), &ids));
+      DF11_RETURN_IF_ERROR(
+          impl.EncodeSegment(text.substr(s.begin, s.end - s.begin), s.begin == 0, &ids));
     }
   }
   if (add_special_tokens) ids.insert(ids.end(), impl.suffix_ids.begin(), impl.suffix_ids.end());
@@ -468,22 +355,31 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
 
 std::string Tokenizer::TokenBytes(int32_t id) const {
   std::string bytes;
-  AppendTokenBytes(id, /*skip_special_tokens=*/false, &bytes);
+  if (const std::string* token = TokenString(id, /*skip_special_tokens=*/false); token != nullptr) {
+    impl_->decoder.AppendTokenBytes(*token, &bytes);
+  }
   return bytes;
 }
 
-void Tokenizer::AppendTokenBytes(int32_t id, bool skip_special_tokens, std::string* out) const {
+const std::string* Tokenizer::TokenString(int32_t id, bool skip_special_tokens) const {
   const Impl& impl = *impl_;
-  if (id < 0 || id >= static_cast<int32_t>(impl.id_text.size()) || !impl.id_present[id]) return;
-  if (skip_special_tokens && impl.id_special[id]) return;
-  tokenizer_internal::ByteLevelDecodeToken(impl.id_text[id], out);
+  if (id < 0 || id >= static_cast<int32_t>(impl.id_text.size()) || !impl.id_present[id]) {
+    return nullptr;
+  }
+  if (skip_special_tokens && impl.id_special[id]) return nullptr;
+  return &impl.id_text[id];
 }
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
-  std::string bytes;
-  for (int32_t id : ids) AppendTokenBytes(id, skip_special_tokens, &bytes);
+  DecoderStream stream(impl_->decoder);
   std::string text;
-  tokenizer_internal::AppendUtf8Lossy(bytes, &text);
+  text.reserve(ids.size() * 4);
+  for (int32_t id : ids) {
+    if (const std::string* token = TokenString(id, skip_special_tokens); token != nullptr) {
+      stream.Feed(*token, &text);
+    }
+  }
+  stream.Finish(&text);
   return text;
 }
 
@@ -506,23 +402,26 @@ bool Tokenizer::IsSpecial(int32_t id) const {
 }
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
-    : tokenizer_(&tokenizer), skip_special_tokens_(skip_special_tokens) {}
+    : tokenizer_(&tokenizer),
+      skip_special_tokens_(skip_special_tokens),
+      stream_(std::make_unique<DecoderStream>(tokenizer.impl_->decoder)) {}
+
+IncrementalDecoder::~IncrementalDecoder() = default;
+IncrementalDecoder::IncrementalDecoder(IncrementalDecoder&&) noexcept = default;
+IncrementalDecoder& IncrementalDecoder::operator=(IncrementalDecoder&&) noexcept = default;
 
 std::string IncrementalDecoder::Feed(int32_t id) {
-  tokenizer_->AppendTokenBytes(id, skip_special_tokens_, &pending_);
-  // Everything but a trailing, still completable sequence is settled: decoding it now gives the
-  // same characters (and U+FFFD for invalid bytes) as decoding the whole stream at the end.
-  const size_t settled = tokenizer_internal::SettledUtf8Prefix(pending_);
   std::string text;
-  tokenizer_internal::AppendUtf8Lossy(std::string_view(pending_).substr(0, settled), &text);
-  pending_.erase(0, settled);
+  if (const std::string* token = tokenizer_->TokenString(id, skip_special_tokens_);
+      token != nullptr) {
+    stream_->Feed(*token, &text);
+  }
   return text;
 }
 
 std::string IncrementalDecoder::Finish() {
   std::string text;
-  tokenizer_internal::AppendUtf8Lossy(pending_, &text);
-  pending_.clear();
+  stream_->Finish(&text);
   return text;
 }
 

@@ -1,8 +1,10 @@
 // Tokenizer tests. The parity tests replay tests/data/tokenizer/goldens.json, made by
 // tools/make_tokenizer_goldens.py with Hugging Face `tokenizers` (see that script to re-run it or
-// to add a case: append the string to its corpus and re-run; this file needs no change).
+// to add a case: append the string to its corpus and re-run; this file needs no change; a new
+// tokenizer needs a CheckGoldens test, which EveryGoldenSetIsReplayed asks for).
 #include "daemon/runtime/tokenizer/tokenizer.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -24,7 +26,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-// The pre-tokenizer patterns of the released Llama-3 and Qwen2 tokenizer.json files.
+// The pre-tokenizer patterns of the released Llama-3 and Qwen2 tokenizer.json files (Llama-3's is
+// tiktoken's cl100k pattern, which Phi-4 uses too).
 constexpr char kLlama3Pattern[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr char kQwen2Pattern[] =
@@ -128,9 +131,75 @@ TEST(TokenizerGoldenTest, Qwen2LikeWithStringMergesMatchesTokenizers) {
   CheckGoldens("qwen2_like", "qwen2_like_string_merges/tokenizer.json");
 }
 
+TEST(TokenizerGoldenTest, Gemma3LikeMatchesTokenizers) {
+  CheckGoldens("gemma3_like", "gemma3_like/tokenizer.json");
+}
+
+TEST(TokenizerGoldenTest, MistralLikeMatchesTokenizers) {
+  CheckGoldens("mistral_like", "mistral_like/tokenizer.json");
+}
+
+TEST(TokenizerGoldenTest, MistralLikeWithMetaspaceDecoderMatchesTokenizers) {
+  CheckGoldens("mistral_like_metaspace_decoder", "mistral_like_metaspace_decoder/tokenizer.json");
+}
+
+TEST(TokenizerGoldenTest, Llama2LikeMatchesTokenizers) {
+  CheckGoldens("llama2_like", "llama2_like/tokenizer.json");
+}
+
+TEST(TokenizerGoldenTest, Phi4LikeMatchesTokenizers) {
+  CheckGoldens("phi4_like", "phi4_like/tokenizer.json");
+}
+
+TEST(TokenizerGoldenTest, EveryGoldenSetIsReplayed) {
+  // A set added to tools/make_tokenizer_goldens.py needs its test above.
+  std::vector<std::string> names;
+  for (const auto& [name, set] : Goldens()["tokenizers"].items()) names.push_back(name);
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre(
+                         "llama3_like", "qwen2_like", "gemma3_like", "mistral_like",
+                         "mistral_like_metaspace_decoder", "llama2_like", "phi4_like"));
+}
+
+TEST(TokenizerGoldenTest, FixturesHaveTheReleasedShapes) {
+  auto load = [](const std::string& name) {
+    return Json::parse(ReadFile(DataDir() + "/" + name + "/tokenizer.json"));
+  };
+  const Json replace_space = {
+      {"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+  const Json gemma = load("gemma3_like");
+  EXPECT_EQ(gemma["normalizer"], replace_space);
+  EXPECT_EQ(gemma["pre_tokenizer"], (Json{{"type", "Split"},
+                                          {"pattern", {{"String", " "}}},
+                                          {"behavior", "MergedWithPrevious"},
+                                          {"invert", false}}));
+  const Json mistral = load("mistral_like");
+  EXPECT_EQ(mistral["normalizer"], nullptr);
+  EXPECT_EQ(mistral["pre_tokenizer"]["type"], "Metaspace");
+  EXPECT_EQ(mistral["pre_tokenizer"]["prepend_scheme"], "first");
+  EXPECT_EQ(mistral["decoder"]["decoders"][3]["type"], "Strip");
+  const Json llama2 = load("llama2_like");
+  EXPECT_EQ(llama2["normalizer"]["normalizers"][0]["type"], "Prepend");
+  EXPECT_EQ(llama2["normalizer"]["normalizers"][1], replace_space);
+  EXPECT_EQ(llama2["pre_tokenizer"], nullptr);
+  for (const Json* j : {&gemma, &mistral, &llama2}) {
+    EXPECT_EQ((*j)["model"]["byte_fallback"], true);
+    EXPECT_EQ((*j)["model"]["fuse_unk"], true);
+    EXPECT_EQ((*j)["model"]["unk_token"], "<unk>");
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      EXPECT_TRUE((*j)["model"]["vocab"].contains(name)) << name;
+    }
+  }
+  const Json phi4 = load("phi4_like");
+  EXPECT_EQ(phi4["pre_tokenizer"]["pretokenizers"][0]["behavior"], "Removed");
+  EXPECT_EQ(phi4["pre_tokenizer"]["pretokenizers"][0]["invert"], true);
+}
+
 TEST(TokenizerGoldenTest, FixturesUseTheReleasedPatterns) {
   for (const auto& [file, pattern] :
-       {std::pair{"llama3_like", kLlama3Pattern}, std::pair{"qwen2_like", kQwen2Pattern}}) {
+       {std::pair{"llama3_like", kLlama3Pattern}, std::pair{"qwen2_like", kQwen2Pattern},
+        std::pair{"phi4_like", kLlama3Pattern}}) {
     const Json j = Json::parse(ReadFile(DataDir() + "/" + file + "/tokenizer.json"));
     EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"].get<std::string>(),
               pattern)
@@ -244,6 +313,43 @@ TEST(IncrementalDecoderTest, SkipsSpecialTokensWhenAsked) {
   EXPECT_EQ(d.Finish(), "");
 }
 
+TEST(TokenizerTest, ByteFallbackTokensKeepTheirBytes) {
+  const Tokenizer tok = Load("mistral_like/tokenizer.json");
+  const int32_t e4 = *tok.TokenId("<0xE4>"), the = *tok.TokenId("\u2581the");
+  EXPECT_EQ(tok.TokenBytes(e4), "\xE4");
+  EXPECT_EQ(tok.TokenBytes(the), " the");
+  EXPECT_EQ(tok.TokenBytes(*tok.TokenId("<s>")), "<s>");
+  EXPECT_EQ(tok.Decode(std::vector<int32_t>{the}, false), "the");  // Strip: the text's first space
+  // "😀" is not in the vocab: its four UTF-8 bytes, as <0xNN> tokens.
+  DF11_ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids, tok.Encode("\U0001F600", false));
+  EXPECT_THAT(ids,
+              ElementsAre(*tok.TokenId("\u2581"), *tok.TokenId("<0xF0>"), *tok.TokenId("<0x9F>"),
+                          *tok.TokenId("<0x98>"), *tok.TokenId("<0x80>")));
+}
+
+TEST(IncrementalDecoderTest, HoldsBackAByteFallbackRunUntilItEnds) {
+  const Tokenizer tok = Load("mistral_like/tokenizer.json");
+  auto id = [&tok](const char* token) { return *tok.TokenId(token); };
+  IncrementalDecoder d(tok, true);
+  EXPECT_EQ(d.Feed(id("<s>")), "");
+  EXPECT_EQ(d.Feed(id("\u2581the")), "the");
+  EXPECT_EQ(d.Feed(id("<0xE4>")), "");
+  EXPECT_EQ(d.Feed(id("<0xBD>")), "");
+  EXPECT_EQ(d.Feed(id("<0xA0>")), "");  // a whole character, but the run may still turn invalid
+  EXPECT_EQ(d.Feed(id("\u2581the")), "\u4f60 the");
+  EXPECT_EQ(d.Feed(id("<0xFF>")), "\ufffd");  // invalid: settled at once
+  EXPECT_EQ(d.Feed(id("<0xE4>")), "\ufffd");  // the rest of an invalid run too
+  EXPECT_EQ(d.Finish(), "");
+}
+
+TEST(IncrementalDecoderTest, IsMovable) {
+  const Tokenizer tok = Load("qwen2_like/tokenizer.json");
+  IncrementalDecoder a(tok, false);
+  EXPECT_EQ(a.Feed(*tok.TokenId("\u00c3")), "");
+  IncrementalDecoder b = std::move(a);
+  EXPECT_EQ(b.Feed(*tok.TokenId("\u00a9")), "\u00e9");
+}
+
 // A minimal byte-level tokenizer: the 256 alphabet characters, "ab" and "abc".
 Json TinyTokenizer() {
   Json vocab = Json::object();
@@ -325,8 +431,6 @@ TEST(TokenizerTest, MalformedOrUnsupportedFilesNameTheField) {
        absl::StatusCode::kInvalidArgument, "model.merges[0]"},
       {"merge entry", [](Json& j) { j["model"]["merges"] = Json::array({1}); },
        absl::StatusCode::kInvalidArgument, "model.merges[0]"},
-      {"byte fallback", [](Json& j) { j["model"]["byte_fallback"] = true; },
-       absl::StatusCode::kFailedPrecondition, "model.byte_fallback"},
       {"dropout", [](Json& j) { j["model"]["dropout"] = 0.1; },
        absl::StatusCode::kFailedPrecondition, "model.dropout"},
       {"subword prefix", [](Json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
@@ -339,8 +443,32 @@ TEST(TokenizerTest, MalformedOrUnsupportedFilesNameTheField) {
        },
        absl::StatusCode::kFailedPrecondition,
        "normalizer: type \"NFKC\" is not supported (supported: null, NFC"},
-      {"no pre-tokenizer", [](Json& j) { j["pre_tokenizer"] = nullptr; },
-       absl::StatusCode::kFailedPrecondition, "pre_tokenizer: null is not supported"},
+      {"regex replace",
+       [](Json& j) {
+         j["normalizer"] = {
+             {"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "\u2581"}};
+       },
+       absl::StatusCode::kFailedPrecondition, "normalizer.pattern: a Regex pattern"},
+      {"nested normalizer",
+       [](Json& j) {
+         j["normalizer"] = {{"type", "Sequence"},
+                            {"normalizers", Json::array({{{"type", "Lowercase"}}})}};
+       },
+       absl::StatusCode::kFailedPrecondition, "normalizer.normalizers[0]: type \"Lowercase\""},
+      {"prepend",
+       [](Json& j) {
+         j["normalizer"] = {{"type", "Prepend"}};
+       },
+       absl::StatusCode::kInvalidArgument, "normalizer.prepend: missing"},
+      {"after byte-level",
+       [](Json& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Sequence"},
+             {"pretokenizers", Json::array({j["pre_tokenizer"],
+                                            {{"type", "Metaspace"}, {"replacement", "\u2581"}}})}};
+       },
+       absl::StatusCode::kFailedPrecondition,
+       "pre_tokenizer.pretokenizers[1]: type \"Metaspace\" after ByteLevel"},
       {"prefix space", [](Json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; },
        absl::StatusCode::kFailedPrecondition, "pre_tokenizer.add_prefix_space"},
       {"split behavior",
@@ -348,7 +476,7 @@ TEST(TokenizerTest, MalformedOrUnsupportedFilesNameTheField) {
          j["pre_tokenizer"] = {{"type", "Sequence"},
                                {"pretokenizers", Json::array({{{"type", "Split"},
                                                                {"pattern", {{"Regex", "\\s+"}}},
-                                                               {"behavior", "Removed"},
+                                                               {"behavior", "Scattered"},
                                                                {"invert", false}},
                                                               j["pre_tokenizer"]})}};
        },
@@ -374,7 +502,9 @@ TEST(TokenizerTest, MalformedOrUnsupportedFilesNameTheField) {
          j["decoder"] = {{"type", "WordPiece"}};
        },
        absl::StatusCode::kFailedPrecondition,
-       "decoder: type \"WordPiece\" is not supported (supported: ByteLevel)"},
+       "decoder: type \"WordPiece\" is not supported (supported: ByteLevel, Metaspace"},
+      {"no decoder", [](Json& j) { j["decoder"] = nullptr; }, absl::StatusCode::kFailedPrecondition,
+       "decoder: null is not supported"},
       {"post-processor",
        [](Json& j) {
          j["post_processor"] = {{"type", "BertProcessing"}};
