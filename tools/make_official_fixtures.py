@@ -35,6 +35,10 @@ Outputs (see tests/data/official/README.md for details):
     get_luts_crashes.json        histograms for which the official get_luts raises (EOF gets code 0...0)
     tiny_qwen3/, tiny_qwen3_df11/    tiny Qwen3ForCausalLM and its official DF11 compression
     tiny_llama/, tiny_llama_df11/    tiny tied-embedding LlamaForCausalLM and its DF11 compression
+    tiny_mistral/, tiny_mistral_df11/  tiny MistralForCausalLM (Mistral-Nemo-Instruct-2407-DF11's dict)
+    tiny_phi3/, tiny_phi3_df11/      tiny Phi3ForCausalLM, fused qkv/gate_up (Phi-4-reasoning-plus-DF11's dict)
+    tiny_gemma3/, tiny_gemma3_df11/  tiny Gemma3ForConditionalGeneration with a SigLIP vision tower
+                                     (gemma-3-*-it-DF11's dict, in transformers 5's model.language_model form)
 """
 
 import argparse
@@ -72,6 +76,25 @@ LLM_PATTERN_DICT = {
                               "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"],
 }
 LAYER_PATTERN_DICT = {"model\\.layers\\.\\d+": LLM_PATTERN_DICT["model\\.layers\\.\\d+"]}
+# DFloat11/Phi-4-reasoning-plus-DF11, verbatim: o_proj first, and the dots not escaped.
+PHI3_PATTERN_DICT = {
+    "lm_head": [],
+    "model.embed_tokens": [],
+    "model.layers.\\d+": ["self_attn.o_proj", "self_attn.qkv_proj", "mlp.gate_up_proj", "mlp.down_proj"],
+}
+# DFloat11/gemma-3-{4b,12b,27b}-it-DF11 use {"language_model.model.layers.\\d+": [...]}: the module tree of
+# Gemma3ForConditionalGeneration in transformers < 4.52. In transformers 5 the text tower's layers are
+# model.language_model.layers.N, so the same dict reads:
+GEMMA3_PATTERN_DICT = {"model.language_model.layers.\\d+": LLM_PATTERN_DICT["model\\.layers\\.\\d+"]}
+
+# (kind, seed, pattern_dict): tiny_<kind>/ and tiny_<kind>_df11/.
+TINY_MODELS = (
+    ("qwen3", 3001, LLM_PATTERN_DICT),
+    ("llama", 3002, LAYER_PATTERN_DICT),
+    ("mistral", 3003, LLM_PATTERN_DICT),  # DFloat11/Mistral-Nemo-Instruct-2407-DF11
+    ("phi3", 3004, PHI3_PATTERN_DICT),
+    ("gemma3", 3005, GEMMA3_PATTERN_DICT),
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -688,6 +711,8 @@ def build_codes_json(unit_codecs):
 
 def build_tiny_model(kind, seed):
     import torch.nn as nn
+    if kind in ("mistral", "phi3", "gemma3"):
+        return build_tiny_model_v2(kind, seed)
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
     common = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=256)
@@ -712,26 +737,79 @@ def build_tiny_model(kind, seed):
     return model
 
 
+def build_tiny_model_v2(kind, seed):
+    """The smaller models added with Mistral, Phi-3 and Gemma 3 (tens of KB each). Every parameter, in
+    named_parameters() order (tied ones once), comes from one seeded NumPy Generator: N(0, 0.02), except
+    1-D weights (norms), which are 1 + N(0, 0.02), so that passthrough tensors are not all-equal bytes."""
+    from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, MistralConfig, MistralForCausalLM,
+                              Phi3Config, Phi3ForCausalLM)
+    common = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=128, max_position_embeddings=128, tie_word_embeddings=False,
+                  bos_token_id=1, eos_token_id=2)
+    if kind == "mistral":  # head_dim 8 = hidden / heads; sliding_window off, as Mistral-Nemo
+        model = MistralForCausalLM(MistralConfig(sliding_window=None, dtype="bfloat16", **common))
+    elif kind == "phi3":  # fused qkv_proj [q + 2 kv, hidden] = [64, 32] and gate_up_proj [128, 32]
+        model = Phi3ForCausalLM(Phi3Config(pad_token_id=0, dtype="bfloat16", **common))
+    elif kind == "gemma3":
+        cfg = Gemma3Config(
+            text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                             num_key_value_heads=1, head_dim=32, vocab_size=128, max_position_embeddings=128,
+                             sliding_window=16, dtype="bfloat16"),
+            vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                               image_size=28, patch_size=14, vision_use_head=False, dtype="bfloat16"),
+            mm_tokens_per_image=4, boi_token_index=120, eoi_token_index=121, image_token_index=122,
+            dtype="bfloat16")
+        model = Gemma3ForConditionalGeneration(cfg)
+    else:
+        raise ValueError(kind)
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            w = rng.standard_normal(tuple(p.shape), dtype=np.float32) * np.float32(0.02)
+            if p.dim() == 1 and name.endswith(".weight"):
+                w += np.float32(1.0)
+            p.copy_(torch.from_numpy(w))
+    model = model.to(torch.bfloat16)
+    model.eval()
+    return model
+
+
+def save_original_names(model):
+    """transformers 5's save_pretrained renames Gemma3ForConditionalGeneration's tensors back to the
+    4.x checkpoint names (model.language_model.* -> language_model.model.*, model.vision_tower.* ->
+    vision_tower.*, ...), unless save_original_format=False. compress_model (save_single_file=False)
+    writes each unit with `<module path>.<buffer>` names (model.language_model.layers.N.*) and the
+    remainder with model.save_pretrained(save_path): unchanged, the DF11 directory would mix both
+    namings. Only the remainder's naming is pinned here (save_original_format=False on this instance);
+    the official encoder and file layout are untouched."""
+    return model.config.model_type == "gemma3"
+
+
 def save_pretrained_safe(model, path):
     import inspect
     kwargs = {}
     if "safe_serialization" in inspect.signature(model.save_pretrained).parameters:
         kwargs["safe_serialization"] = True  # transformers 4.x; 5.x always writes safetensors
+    if save_original_names(model):
+        kwargs["save_original_format"] = False
     model.save_pretrained(path, **kwargs)
 
 
 def write_tiny_model(out_dir, kind, seed, pattern_dict):
-    from transformers import AutoModelForCausalLM
+    import functools
     df11, _, _ = official()
     src = os.path.join(out_dir, "tiny_" + kind)
     dst = os.path.join(out_dir, "tiny_%s_df11" % kind)
     model = build_tiny_model(kind, seed)
     save_pretrained_safe(model, src)
+    cls = type(model)
     del model
     try:
-        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16)
+        model = cls.from_pretrained(src, dtype=torch.bfloat16)
     except TypeError:
-        model = AutoModelForCausalLM.from_pretrained(src, torch_dtype=torch.bfloat16)
+        model = cls.from_pretrained(src, torch_dtype=torch.bfloat16)
+    if save_original_names(model):  # see save_original_names
+        model.save_pretrained = functools.partial(model.save_pretrained, save_original_format=False)
     with silenced():
         df11.compress_model(model, pattern_dict=copy.deepcopy(pattern_dict), save_path=dst,
                             save_single_file=False, check_correctness=False)
@@ -1008,11 +1086,11 @@ def check_all(out_dir, verbose=True):
         o["header_order"] = [n for n, _ in names]
         o["carried"] = code_obs["unit:" + name]["carried"]
         report["units"][name] = o
-    for kind, pattern_dict in (("qwen3", LLM_PATTERN_DICT), ("llama", LAYER_PATTERN_DICT)):
+    for kind, _, pattern_dict in TINY_MODELS:
         src = os.path.join(out_dir, "tiny_" + kind)
         dst = os.path.join(out_dir, "tiny_%s_df11" % kind)
-        if os.path.isdir(dst):
-            report["models"][kind] = check_model(src, dst, pattern_dict)
+        assert os.path.isdir(src) and os.path.isdir(dst), "missing " + dst
+        report["models"][kind] = check_model(src, dst, pattern_dict)
     if verbose:
         print_report(report, out_dir)
     return report
@@ -1025,6 +1103,14 @@ def check_model(src, dst, pattern_dict):
     d = cfg["dfloat11_config"]
     assert d["version"] == OFFICIAL_VERSION and d["threads_per_block"] == [512] and d["bytes_per_thread"] == 8
     assert list(d["pattern_dict"].items()) == list(pattern_dict.items())
+    # Apart from dfloat11_config, config.json and generation_config.json are the source's.
+    with open(os.path.join(src, "config.json")) as f:
+        src_cfg = json.load(f)
+    assert {k: v for k, v in cfg.items() if k != "dfloat11_config"} == src_cfg
+    with open(os.path.join(src, "generation_config.json")) as f, \
+            open(os.path.join(dst, "generation_config.json")) as g:
+        assert json.load(f) == json.load(g)
+    assert sorted(os.listdir(src)) == ["config.json", "generation_config.json", "model.safetensors"]
     orig = load_tensors(os.path.join(src, "model.safetensors"))
     info = {"files": {}, "units": {}}
     all_names = set()
@@ -1056,10 +1142,11 @@ def check_model(src, dst, pattern_dict):
                 for w in wnames:
                     assert w not in all_names
             elif not any(name.endswith("." + f) for f in UNIT_FIELDS):
-                if name in orig:  # passthrough tensors must be byte-identical
-                    a, b = t[name], orig[name]
-                    assert a.dtype == b.dtype and a.shape == b.shape, name
-                    assert a.contiguous().flatten().view(torch.uint8).equal(b.contiguous().flatten().view(torch.uint8))
+                # passthrough tensors: stored under their source names, byte-identical
+                assert name in orig, (fn, name)
+                a, b = t[name], orig[name]
+                assert a.dtype == b.dtype and a.shape == b.shape, name
+                assert a.contiguous().flatten().view(torch.uint8).equal(b.contiguous().flatten().view(torch.uint8))
     covered = set()
     for U in info["units"]:
         keys = [k for k in pattern_dict if re.fullmatch(k, U)]
@@ -1067,11 +1154,51 @@ def check_model(src, dst, pattern_dict):
         covered |= {U + ".weight"} if not attrs else {U + "." + a + ".weight" for a in attrs}
     missing = set(orig) - covered - all_names
     info["orig_not_stored"] = sorted(missing)
+    assert not missing, "source tensors stored nowhere: %s" % sorted(missing)
+    # Every pattern matches at least one unit, and every matching source module became a unit.
+    for key, attrs in pattern_dict.items():
+        mods = {n[: -len(".weight")] if not attrs else n[: -len("." + attrs[0] + ".weight")]
+                for n in orig if n.endswith("." + attrs[0] + ".weight" if attrs else ".weight")}
+        mods = {m for m in mods if re.fullmatch(key, m)}
+        assert mods and mods == {U for U in info["units"] if re.fullmatch(key, U)}, key
+    check_model_specific(cfg, orig, info)
     info["dir_files"] = sorted(os.listdir(dst))
     info["dir_bytes"] = sum(os.path.getsize(os.path.join(dst, f)) for f in os.listdir(dst))
     info["src_bytes"] = sum(os.path.getsize(os.path.join(src, f)) for f in os.listdir(src))
     info["config_keys_tail"] = list(cfg.keys())[-3:]
     return info
+
+
+def check_model_specific(cfg, orig, info):
+    """What each tiny model is meant to exercise."""
+    arch = cfg["architectures"]
+    units = sorted(info["units"])
+    if arch == ["Phi3ForCausalLM"]:
+        assert cfg["num_key_value_heads"] < cfg["num_attention_heads"]  # GQA
+        hd = cfg["hidden_size"] // cfg["num_attention_heads"]
+        q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+        assert tuple(orig["model.layers.0.self_attn.qkv_proj.weight"].shape) == (q + 2 * kv, cfg["hidden_size"])
+        assert tuple(orig["model.layers.0.mlp.gate_up_proj.weight"].shape) == (2 * cfg["intermediate_size"],
+                                                                              cfg["hidden_size"])
+        assert units == ["lm_head", "model.embed_tokens", "model.layers.0", "model.layers.1"]
+    elif arch == ["MistralForCausalLM"]:
+        assert not cfg["tie_word_embeddings"] and cfg["num_key_value_heads"] < cfg["num_attention_heads"]
+        assert units == ["lm_head", "model.embed_tokens", "model.layers.0", "model.layers.1"]
+    elif arch == ["Gemma3ForConditionalGeneration"]:
+        t, v = cfg["text_config"], cfg["vision_config"]
+        assert t["head_dim"] == 32 and t["num_hidden_layers"] == 2
+        assert t["num_key_value_heads"] < t["num_attention_heads"]  # GQA
+        assert (v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"], v["num_attention_heads"],
+                v["image_size"], v["patch_size"]) == (32, 64, 1, 2, 28, 14)
+        assert cfg["mm_tokens_per_image"] == 4
+        assert all(0 <= cfg[k] < t["vocab_size"] for k in ("boi_token_index", "eoi_token_index", "image_token_index"))
+        assert units == ["model.language_model.layers.0", "model.language_model.layers.1"]
+        # One naming throughout, transformers 5's module tree: the units' and the remainder's.
+        prefixes = ("model.language_model.", "model.vision_tower.", "model.multi_modal_projector.")
+        assert all(n.startswith(prefixes) for n in orig), sorted(orig)
+        assert any(n.startswith("model.vision_tower.") for n in orig)
+        assert "model.language_model.embed_tokens.weight" in orig and "lm_head.weight" not in orig  # tied
+    info["architecture"] = arch[0]
 
 
 def print_report(report, out_dir):
@@ -1117,7 +1244,7 @@ def print_report(report, out_dir):
 # ----------------------------------------------------------------------------------------------
 
 def generate(out_dir):
-    for sub in ("units", "tiny_qwen3", "tiny_qwen3_df11", "tiny_llama", "tiny_llama_df11"):
+    for sub in ["units"] + [p % kind for kind, _, _ in TINY_MODELS for p in ("tiny_%s", "tiny_%s_df11")]:
         p = os.path.join(out_dir, sub)
         if os.path.isdir(p):
             shutil.rmtree(p)
@@ -1140,8 +1267,8 @@ def generate(out_dir):
     with open(os.path.join(out_dir, "get_luts_crashes.json"), "w") as f:
         json.dump(get_luts_crashes(), f, indent=1)
         f.write("\n")
-    write_tiny_model(out_dir, "qwen3", 3001, LLM_PATTERN_DICT)
-    write_tiny_model(out_dir, "llama", 3002, LAYER_PATTERN_DICT)
+    for kind, seed, pattern_dict in TINY_MODELS:
+        write_tiny_model(out_dir, kind, seed, pattern_dict)
     print("tiny models written", flush=True)
 
 

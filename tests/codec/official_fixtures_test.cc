@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "codec/architecture.h"
 #include "codec/decoder.h"
 #include "codec/encoder.h"
 #include "codec/format.h"
@@ -104,7 +105,9 @@ TEST_P(OfficialUnitTest, EncoderReproducesTheOfficialBytes) {
   ASSERT_EQ(offset, expected.size());
   DF11_ASSERT_OK_AND_ASSIGN(EncodedUnit ours, EncodeUnit(spans));
 
-  auto official = [&](const char* field) { return Bytes(*file.Find(std::string("unit.") + field)); };
+  auto official = [&](const char* field) {
+    return Bytes(*file.Find(std::string("unit.") + field));
+  };
   EXPECT_EQ(ours.encoded_exponent, official(format::kEncodedExponent));
   EXPECT_EQ(ours.sign_mantissa, official(format::kSignMantissa));
   EXPECT_EQ(ours.gaps, official(format::kGaps));
@@ -138,11 +141,10 @@ INSTANTIATE_TEST_SUITE_P(Units, OfficialUnitTest, ::testing::ValuesIn(UnitCases(
                          });
 
 TEST(OfficialUnitTest, CorpusHoldsTheEdgeCases) {
-  EXPECT_THAT(UnitCases(), ::testing::IsSupersetOf({"long_codes.safetensors",
-                                                    "missing_last_position.safetensors",
-                                                    "byte_aligned_tail.safetensors",
-                                                    "tail_gap_chunk.safetensors",
-                                                    "two_symbols.safetensors"}));
+  EXPECT_THAT(UnitCases(), ::testing::IsSupersetOf(
+                               {"long_codes.safetensors", "missing_last_position.safetensors",
+                                "byte_aligned_tail.safetensors", "tail_gap_chunk.safetensors",
+                                "two_symbols.safetensors"}));
 }
 
 // codes.json: histograms -> the official code table and LUT bytes.
@@ -207,7 +209,8 @@ class OfficialModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OfficialModelTest, DecompressesToTheSourceCheckpoint) {
   const fs::path source = OfficialData() / GetParam();
-  DF11_ASSERT_OK_AND_ASSIGN(Df11Model model, Df11Model::Open(OfficialData() / (GetParam() + "_df11")));
+  DF11_ASSERT_OK_AND_ASSIGN(Df11Model model,
+                            Df11Model::Open(OfficialData() / (GetParam() + "_df11")));
   const fs::path out = fs::path(::testing::TempDir()) / ("restored_" + GetParam());
   fs::remove_all(out);
   DF11_ASSERT_OK(DecompressModel(model, out.string(), {}).status());
@@ -239,7 +242,27 @@ TEST_P(OfficialModelTest, CompressWritesTheOfficialUnits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, OfficialModelTest, ::testing::Values("tiny_qwen3", "tiny_llama"));
+// The official compressor ran with the pattern dict of the architecture's DF11 release
+// (tiny_gemma3: gemma-3-*-it-DF11's, in transformers 5's model.language_model naming; tools/
+// make_official_fixtures.py); DefaultPatternDict must give that dict, key order and spelling
+// included.
+TEST_P(OfficialModelTest, ConfigPatternDictIsTheDefault) {
+  DF11_ASSERT_OK_AND_ASSIGN(Df11Model model,
+                            Df11Model::Open(OfficialData() / (GetParam() + "_df11")));
+  DF11_ASSERT_OK_AND_ASSIGN(ArchitectureInfo arch, ParseArchitecture(model.config_json()));
+  // As CompressModel picks it: from where the checkpoint keeps the text tower's embeddings.
+  for (const TensorView* t : model.passthrough()) {
+    if (t->name == "model.language_model.embed_tokens.weight") {
+      arch.text_tower_prefix = "model.language_model.";
+    }
+  }
+  EXPECT_EQ(model.pattern_dict(), DefaultPatternDict(arch)) << arch.architecture;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, OfficialModelTest,
+                         ::testing::Values("tiny_qwen3", "tiny_llama", "tiny_mistral", "tiny_phi3",
+                                           "tiny_gemma3"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace df11::codec
