@@ -108,6 +108,9 @@ class CudaKvCache final : public KvCache {
       : KvCache(capacity), pool_(pool), table_(std::move(table)) {}
   ~CudaKvCache() override { pool_.Release(table_); }
   uint64_t bytes() const override { return table_.pages.size() * pool_.page_bytes(); }
+  const KvPagePool& pool() const { return pool_; }
+  const KvPageTable& table() const { return table_; }
+  void Advance(int64_t n) { length_ += n; }
 
  private:
   KvPagePool& pool_;
@@ -174,6 +177,7 @@ absl::Status CudaBackend::Init() {
   DF11_ASSIGN_OR_RETURN(upload_stream_, stream());
   DF11_ASSIGN_OR_RETURN(check_stream_, stream());
   DF11_ASSIGN_OR_RETURN(decode_stream_, stream());
+  DF11_ASSIGN_OR_RETURN(compute_stream_, stream());
   auto event = [this]() -> absl::StatusOr<std::unique_ptr<Event>> {
     DF11_ASSIGN_OR_RETURN(GpuDevice::Event e, device_->CreateEvent());
     return std::make_unique<Event>(*device_, e);
@@ -261,6 +265,7 @@ absl::Status CudaBackend::CompactLocked() {
   DF11_RETURN_IF_ERROR(device_->StreamSynchronize(upload_stream_->get()));
   DF11_RETURN_IF_ERROR(device_->StreamSynchronize(check_stream_->get()));
   DF11_RETURN_IF_ERROR(device_->StreamSynchronize(decode_stream_->get()));
+  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(compute_stream_->get()));
   const std::vector<ArenaAllocator::Move> moves = arena_.Compact();
   char* base = static_cast<char*>(base_);
   absl::Status status;
@@ -532,15 +537,261 @@ absl::StatusOr<std::unique_ptr<KvCache>> CudaBackend::NewCache(const ModelConfig
 
 absl::Status CudaBackend::Forward(const PlacedModel& model, std::span<const SequenceStep> batch,
                                   std::span<float> logits) {
-  if (Mine(model) == nullptr) {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Forward: the model is placed on ", std::string(model.device()), ", not ", device_name_));
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "generation on ", device_name_,
-      " is not available yet: the CUDA backend holds this model and decodes its blocks, but its "
-      "forward pass (attention and matrix products on the GPU) is not built; serve the model from "
-      "a node with devices: [cpu]"));
+  ForwardOps* ops = device_->forward_ops();
+  if (ops == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "generation on ", device_name_,
+        " is not available yet: the CUDA backend holds this model and decodes its blocks, but its "
+        "forward-pass kernels are not built; serve the model from a node with devices: [cpu]"));
+  }
+  const ModelConfig& c = m->config();
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const int64_t S = static_cast<int64_t>(batch.size());
+  if (batch.empty()) return absl::InvalidArgumentError("Forward: empty batch");
+  if (logits.size() < static_cast<size_t>(S * V)) {
+    return absl::InvalidArgumentError(absl::StrCat("Forward: logits hold ", logits.size(),
+                                                   " values; ", S, " sequences need ", S * V));
+  }
+  // Per row: its position and its sequence's first page in `pages`.
+  std::vector<uint32_t> pages;
+  std::vector<int32_t> row_first_page, row_position, tokens;
+  uint64_t positions_per_page = 0;
+  for (const SequenceStep& s : batch) {
+    const auto* cache = dynamic_cast<const CudaKvCache*>(s.cache);
+    if (cache == nullptr || &cache->pool() != kv_pool_.get()) {
+      return absl::InvalidArgumentError("Forward: a KV cache made by another backend");
+    }
+    if (s.tokens.empty()) return absl::InvalidArgumentError("Forward: a sequence without tokens");
+    if (s.cache->length() + static_cast<int64_t>(s.tokens.size()) > s.cache->capacity()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the KV cache holds ", s.cache->capacity(), " positions; ",
+                       s.cache->length(), " are used and ", s.tokens.size(), " more were given"));
+    }
+    for (int32_t t : s.tokens) {
+      if (t < 0 || t >= V) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token id ", t, " is outside the vocabulary of ", V));
+      }
+    }
+    positions_per_page = cache->table().positions_per_page;
+    for (size_t t = 0; t < s.tokens.size(); ++t) {
+      row_first_page.push_back(static_cast<int32_t>(pages.size()));
+      row_position.push_back(static_cast<int32_t>(s.cache->length() + t));
+    }
+    pages.insert(pages.end(), cache->table().pages.begin(), cache->table().pages.end());
+    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+  }
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  const RotaryEmbedding full_rotary(c.rope, c.rotary_dim),
+      sliding_rotary(c.sliding_rope, c.rotary_dim);
+  DF11_ASSIGN_OR_RETURN(const RopeTable full_rope, RopeTable::Of(full_rotary, c.rotary_dim));
+  DF11_ASSIGN_OR_RETURN(const RopeTable sliding_rope, RopeTable::Of(sliding_rotary, c.rotary_dim));
+
+  absl::MutexLock forward_lock(&forward_mu_);
+  // The step's buffers, one arena allocation: activations, logits and the KV metadata.
+  ForwardBuffers b;
+  uint64_t bytes = 0;
+  auto take = [&bytes](uint64_t& at, uint64_t n) {
+    at = bytes;
+    bytes += (n + 255) / 256 * 256;
+  };
+  take(b.x, rows * H * 4);
+  take(b.h, rows * H * 2);
+  take(b.tmp, rows * H * 4);
+  take(b.q, rows * nh * d * 2);
+  take(b.k, rows * nkv * d * 2);
+  take(b.v, rows * nkv * d * 2);
+  take(b.attn, rows * nh * d * 2);
+  take(b.gate, rows * I * 2);
+  take(b.up, rows * I * 2);
+  take(b.last, S * H * 2);
+  take(b.last_x, S * H * 4);
+  take(b.logits, S * V * 4);
+  take(b.pages, pages.size() * 4);
+  take(b.row_first_page, rows * 4);
+  take(b.row_position, rows * 4);
+  {
+    absl::MutexLock lock(&mu_);
+    DF11_ASSIGN_OR_RETURN(b.id, AllocateLocked(bytes, "the forward pass's buffers"));
+    forward_id_ = b.id;
+  }
+  const absl::Status status =
+      ForwardSteps(*m, *ops, batch, tokens, pages, row_first_page, row_position, positions_per_page,
+                   full_rope, sliding_rope, b, logits);
+  // Every launch that reads the buffers has finished before they go back to the arena.
+  const absl::Status synced = device_->StreamSynchronize(compute_stream_->get());
+  {
+    absl::MutexLock lock(&mu_);
+    arena_.Free(b.id);
+    forward_id_ = 0;
+  }
+  DF11_RETURN_IF_ERROR(status);
+  DF11_RETURN_IF_ERROR(synced);
+  for (const SequenceStep& s : batch) {
+    static_cast<CudaKvCache*>(s.cache)->Advance(static_cast<int64_t>(s.tokens.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ForwardSteps(
+    const CudaPlacedModel& m, ForwardOps& ops, std::span<const SequenceStep> batch,
+    std::span<const int32_t> tokens, std::span<const uint32_t> pages,
+    std::span<const int32_t> row_first_page, std::span<const int32_t> row_position,
+    uint64_t positions_per_page, const RopeTable& full_rope, const RopeTable& sliding_rope,
+    const ForwardBuffers& b, std::span<float> logits) {
+  const ModelConfig& c = m.config();
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  const int64_t S = static_cast<int64_t>(batch.size());
+  const GpuDevice::Stream stream = compute_stream_->get();
+  const float eps = static_cast<float>(c.rms_norm_eps), offset = c.norm_weight_offset;
+  // Addresses are derived, and work using them enqueued, under mu_ held shared: compaction
+  // (exclusive) waits for every stream first, so the addresses hold for what was enqueued.
+  auto u16 = [&](uint64_t at) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return reinterpret_cast<uint16_t*>(AddressLocked(b.id) + at);
+  };
+  auto f32 = [&](uint64_t at) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return reinterpret_cast<float*>(AddressLocked(b.id) + at);
+  };
+  auto tensor = [&](const DeviceTensor& t) ABSL_SHARED_LOCKS_REQUIRED(mu_) -> const uint16_t* {
+    if (t.space == DeviceTensor::Space::kAbsent) return nullptr;
+    const ArenaAllocator::Id id = t.space == DeviceTensor::Space::kModel      ? m.allocation()
+                                  : t.space == DeviceTensor::Space::kScratch0 ? scratch_[0]
+                                                                              : scratch_[1];
+    return reinterpret_cast<const uint16_t*>(AddressLocked(id) + t.offset);
+  };
+  auto paged = [&](int64_t layer) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return PagedKv{
+        .pool = AddressLocked(kv_pool_id_),
+        .page_bytes = kv_pool_->page_bytes(),
+        .positions_per_page = static_cast<int64_t>(positions_per_page),
+        .layer = layer,
+        .kv_heads = nkv,
+        .head_dim = d,
+        .pages = reinterpret_cast<const uint32_t*>(AddressLocked(b.id) + b.pages),
+        .row_first_page = reinterpret_cast<const int32_t*>(AddressLocked(b.id) + b.row_first_page),
+        .row_position = reinterpret_cast<const int32_t*>(AddressLocked(b.id) + b.row_position)};
+  };
+
+  // The KV metadata, and the embedding rows of the tokens, a launch's worth at a time.
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    char* base = AddressLocked(b.id);
+    DF11_RETURN_IF_ERROR(
+        device_->CopyAsync(base + b.pages, pages.data(), pages.size_bytes(), stream));
+    DF11_RETURN_IF_ERROR(device_->CopyAsync(base + b.row_first_page, row_first_page.data(),
+                                            row_first_page.size_bytes(), stream));
+    DF11_RETURN_IF_ERROR(device_->CopyAsync(base + b.row_position, row_position.data(),
+                                            row_position.size_bytes(), stream));
+  }
+  const int64_t per_call = std::max<int64_t>(1, EmbeddingRowsPerCall(m));
+  std::vector<DeviceTensor> embedded(std::min(per_call, rows));
+  for (int64_t first = 0; first < rows; first += per_call) {
+    const int64_t n = std::min(per_call, rows - first);
+    DF11_RETURN_IF_ERROR(DecodeEmbeddingRows(m, tokens.subspan(first, n), embedded));
+    absl::ReaderMutexLock lock(&mu_);
+    DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_ready_[1]->get()));
+    // Gathered into h, then widened into the residual stream (with Gemma's scale).
+    for (int64_t k = 0; k < n; ++k) {
+      DF11_RETURN_IF_ERROR(
+          device_->CopyAsync(u16(b.h) + (first + k) * H, tensor(embedded[k]), H * 2, stream));
+    }
+    DF11_RETURN_IF_ERROR(device_->Record(scratch_free_[1]->get(), stream));
+  }
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    DF11_RETURN_IF_ERROR(ops.Widen(u16(b.h), rows * H, c.embedding_scale, f32(b.x), stream));
+  }
+
+  // Layer l computes from scratch buffer l % 2 while layer l + 1 decodes into the other.
+  DF11_RETURN_IF_ERROR(DecodeLayer(m, 0, 0));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const int buffer = static_cast<int>(l % 2);
+    if (l + 1 < c.num_layers) DF11_RETURN_IF_ERROR(DecodeLayer(m, l + 1, 1 - buffer));
+    absl::ReaderMutexLock lock(&mu_);
+    DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_ready_[buffer]->get()));
+    auto w = [&](size_t k)
+                 ABSL_SHARED_LOCKS_REQUIRED(mu_) { return tensor(LayerTensor(m, l, buffer, k)); };
+    float* x = f32(b.x);
+    float* tmp = f32(b.tmp);
+    uint16_t *h = u16(b.h), *q = u16(b.q), *k = u16(b.k), *v = u16(b.v), *attn = u16(b.attn),
+             *gate = u16(b.gate), *up = u16(b.up);
+    const PagedKv kv = paged(l);
+    const int64_t window = c.sliding_window[l];
+    // LayerTensorNames order: q k v o gate up down, input norm, MLP norm, q/k norms, q k v o
+    // gate up down biases, attention-output and MLP-output norms.
+    DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(7), rows, H, eps, offset, h, false, stream));
+    DF11_RETURN_IF_ERROR(ops.Linear(h, w(0), w(11), rows, H, nh * d, q, false, stream));
+    DF11_RETURN_IF_ERROR(ops.Linear(h, w(1), w(12), rows, H, nkv * d, k, false, stream));
+    DF11_RETURN_IF_ERROR(ops.Linear(h, w(2), w(13), rows, H, nkv * d, v, false, stream));
+    if (w(9) != nullptr) {
+      DF11_RETURN_IF_ERROR(ops.RmsNorm(q, w(9), rows * nh, d, eps, offset, q, stream));
+      DF11_RETURN_IF_ERROR(ops.RmsNorm(k, w(10), rows * nkv, d, eps, offset, k, stream));
+    }
+    const RopeTable& rope = window > 0 ? sliding_rope : full_rope;
+    DF11_RETURN_IF_ERROR(ops.Rope(q, rows, nh, d, kv.row_position, rope, stream));
+    DF11_RETURN_IF_ERROR(ops.Rope(k, rows, nkv, d, kv.row_position, rope, stream));
+    DF11_RETURN_IF_ERROR(ops.WriteKv(k, v, rows, kv, stream));
+    const AttentionShape shape{.heads = nh,
+                               .kv_heads = nkv,
+                               .head_dim = d,
+                               .window = window,
+                               .scale = c.attention_scale,
+                               .softcap = c.attention_softcap};
+    DF11_RETURN_IF_ERROR(ops.Attention(q, rows, shape, kv, attn, stream));
+    // The projections back into the residual stream stay fp32 until added.
+    DF11_RETURN_IF_ERROR(ops.Linear(attn, w(3), w(14), rows, nh * d, H, tmp, true, stream));
+    if (w(18) != nullptr) {
+      DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(tmp, w(18), rows, H, eps, offset, tmp, true, stream));
+    }
+    DF11_RETURN_IF_ERROR(ops.Add(x, tmp, rows * H, stream));
+    DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(8), rows, H, eps, offset, h, false, stream));
+    DF11_RETURN_IF_ERROR(ops.Linear(h, w(4), w(15), rows, H, I, gate, false, stream));
+    DF11_RETURN_IF_ERROR(ops.Linear(h, w(5), w(16), rows, H, I, up, false, stream));
+    DF11_RETURN_IF_ERROR(ops.GatedActivation(gate, up, rows * I, c.activation, gate, stream));
+    DF11_RETURN_IF_ERROR(ops.Linear(gate, w(6), w(17), rows, I, H, tmp, true, stream));
+    if (w(19) != nullptr) {
+      DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(tmp, w(19), rows, H, eps, offset, tmp, true, stream));
+    }
+    DF11_RETURN_IF_ERROR(ops.Add(x, tmp, rows * H, stream));
+    DF11_RETURN_IF_ERROR(device_->Record(scratch_free_[buffer]->get(), stream));
+  }
+
+  // Each sequence's last row: the final norm, then the output head, into fp32 logits.
+  DF11_RETURN_IF_ERROR(DecodeLmHead(m));
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    const int head_buffer = m.plan().head_buffer;
+    DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_ready_[head_buffer]->get()));
+    int64_t r = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      r += static_cast<int64_t>(batch[s].tokens.size());
+      DF11_RETURN_IF_ERROR(
+          device_->CopyAsync(f32(b.last_x) + s * H, f32(b.x) + (r - 1) * H, H * 4, stream));
+    }
+    const uint16_t* final_norm = tensor(DeviceTensor{.space = DeviceTensor::Space::kModel,
+                                                     .offset = m.plan().final_norm.offset,
+                                                     .bytes = m.plan().final_norm.bytes});
+    DF11_RETURN_IF_ERROR(
+        ops.FloatRmsNorm(f32(b.last_x), final_norm, S, H, eps, offset, u16(b.last), false, stream));
+    auto* out = reinterpret_cast<float*>(AddressLocked(b.id) + b.logits);
+    DF11_RETURN_IF_ERROR(
+        ops.Linear(u16(b.last), tensor(LmHead(m)), nullptr, S, H, V, out, true, stream));
+    if (c.final_logit_softcap > 0) {
+      DF11_RETURN_IF_ERROR(ops.SoftCap(out, S * V, c.final_logit_softcap, stream));
+    }
+    DF11_RETURN_IF_ERROR(device_->Record(scratch_free_[head_buffer]->get(), stream));
+    DF11_RETURN_IF_ERROR(device_->CopyAsync(logits.data(), out, S * V * 4, stream));
+  }
+  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(stream));
+  return FinishDecodes();
 }
 
 BackendMemory CudaBackend::Memory() const {
@@ -552,7 +803,7 @@ BackendMemory CudaBackend::Memory() const {
   absl::ReaderMutexLock lock(&mu_);
   m.arena = arena_.capacity();
   for (ArenaAllocator::Id id : scratch_) m.scratch += id != 0 ? arena_.size(id) : 0;
-  m.workspace = arena_.size(workspace_id_);
+  m.workspace = arena_.size(workspace_id_) + (forward_id_ != 0 ? arena_.size(forward_id_) : 0);
   m.kv_pool = kv_pool_id_ != 0 ? arena_.size(kv_pool_id_) : 0;
   m.kv_cache = kv_pool_->used_bytes();
   m.kv_pool_free = m.kv_pool - m.kv_cache;

@@ -26,8 +26,13 @@
 // the output head and the rows of a prompt's tokens. FinishDecodes reports a corrupt unit as
 // kDataLoss naming the model and the layer; other models are unaffected.
 //
-// The forward pass on the GPU (attention, matrix products) is not built yet: Forward returns
-// kFailedPrecondition saying so, never a wrong answer.
+// The forward pass. Forward runs the decoder layers of a batch of sequences on the backend's
+// compute stream with the device's ForwardOps (forward_ops.h): BF16 activations, matrix products
+// from the decoded scratch (or resident BF16 tensors), attention over each sequence's KV pages,
+// fp32 logits, an fp32 residual stream. Layer l + 1 decodes on the decode stream while layer l
+// computes. The step's buffers are one arena allocation, returned when it ends. A device without
+// ForwardOps (the CUDA device until its kernels are built) answers kFailedPrecondition saying so,
+// never a wrong answer.
 //
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<GpuDevice> device, cuda::OpenDevice(0));
 //   DF11_ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(std::move(device), {.budget = ...}));
@@ -54,6 +59,7 @@
 #include "codec/thread_pool.h"
 #include "daemon/runtime/arena_allocator.h"
 #include "daemon/runtime/backend.h"
+#include "daemon/runtime/forward_ops.h"
 #include "daemon/runtime/gpu_device.h"
 #include "daemon/runtime/gpu_placement.h"
 #include "daemon/runtime/kv_page_pool.h"
@@ -112,7 +118,9 @@ class CudaBackend final : public Backend {
   // Pages of the KV pool for `capacity` positions, taken now.
   absl::StatusOr<std::unique_ptr<KvCache>> NewCache(const ModelConfig& config,
                                                     int64_t capacity) override;
-  // kFailedPrecondition: the GPU forward pass is not built yet.
+  // One step of every sequence of `batch` (Backend::Forward). kFailedPrecondition when the
+  // device has no ForwardOps; kResourceExhausted when the arena has no room for the step's
+  // buffers; kDataLoss naming the model and layer for a corrupt unit.
   absl::Status Forward(const PlacedModel& model, std::span<const SequenceStep> batch,
                        std::span<float> logits) override;
   BackendMemory Memory() const override;
@@ -154,8 +162,27 @@ class CudaBackend final : public Backend {
   class Event;
   struct DecodeSlot;
 
+  // Offsets of one forward step's buffers in its arena allocation `id`.
+  struct ForwardBuffers {
+    ArenaAllocator::Id id = 0;
+    uint64_t x = 0, h = 0, tmp = 0, q = 0, k = 0, v = 0, attn = 0, gate = 0, up = 0, last = 0;
+    // fp32: x (the residual stream), tmp (a projection into it) and each sequence's last row
+    // of x (last_x).
+    uint64_t last_x = 0;
+    uint64_t logits = 0, pages = 0, row_first_page = 0, row_position = 0;
+  };
+
   CudaBackend(std::unique_ptr<GpuDevice> device, const Options& options);
   absl::Status Init();
+  // The work of Forward once its buffers are allocated.
+  absl::Status ForwardSteps(const CudaPlacedModel& m, ForwardOps& ops,
+                            std::span<const SequenceStep> batch, std::span<const int32_t> tokens,
+                            std::span<const uint32_t> pages,
+                            std::span<const int32_t> row_first_page,
+                            std::span<const int32_t> row_position, uint64_t positions_per_page,
+                            const RopeTable& full_rope, const RopeTable& sliding_rope,
+                            const ForwardBuffers& b, std::span<float> logits)
+      ABSL_LOCKS_EXCLUDED(mu_, decode_mu_);
   // Allocates `bytes` in the arena, compacting when that makes room. kResourceExhausted with the
   // numbers otherwise.
   absl::StatusOr<ArenaAllocator::Id> AllocateLocked(uint64_t bytes, const std::string& what)
@@ -211,6 +238,11 @@ class CudaBackend final : public Backend {
   std::vector<void*> staging_;
   std::vector<std::unique_ptr<Event>> staging_done_;
   codec::ThreadPool copy_pool_;  // fills staging buffers
+
+  // The forward pass (one step at a time), on its own stream.
+  absl::Mutex forward_mu_ ABSL_ACQUIRED_BEFORE(decode_mu_, mu_);
+  std::unique_ptr<Stream> compute_stream_;
+  ArenaAllocator::Id forward_id_ ABSL_GUARDED_BY(mu_) = 0;  // the step's buffers; 0: none
 
   // Decoding (one caller at a time).
   absl::Mutex decode_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -20,6 +20,8 @@
 
 namespace df11::runtime {
 
+class ForwardOps;
+
 class GpuDevice {
  public:
   using Stream = void*;  // opaque: a cudaStream_t
@@ -74,6 +76,10 @@ class GpuDevice {
   virtual absl::Status CheckDecoded(const void* workspace, Stream stream) = 0;
   // Device workspace one DecodeUnits call with `views` views needs.
   virtual uint64_t DecodeWorkspaceBytes(size_t views) const = 0;
+
+  // The forward pass's operations on this device (forward_ops.h), owned by the device; nullptr
+  // when it has none.
+  virtual ForwardOps* forward_ops() = 0;
 };
 
 }  // namespace df11::runtime

@@ -124,6 +124,8 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
   DF11_ASSIGN_OR_RETURN(plan.head, Source(model, head, plan.head_decode, plain_offsets));
   need(plan.head_buffer, plan.head_decode.scratch_elements);
 
+  DF11_ASSIGN_OR_RETURN(
+      plan.final_norm, Source(model, c.tensor_prefix + "norm.weight", DecodeStep{}, plain_offsets));
   DF11_ASSIGN_OR_RETURN(const WeightLocation embedding, model.Locate(EmbeddingName(c)));
   if (embedding.unit >= 0) {
     plan.embedding_unit = embedding.unit;

@@ -75,6 +75,7 @@ struct GpuModelPlan {
   int embedding_unit = -1;
   uint64_t embedding_offset = 0;
   TensorSource embedding;
+  TensorSource final_norm;  // resident (Model::Load requires it plain)
   // Elements a row's decode may span: the hidden size plus the largest block of the embedding's
   // unit twice (a row starts and ends inside blocks).
   uint64_t embedding_row_span = 0;

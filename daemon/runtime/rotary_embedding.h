@@ -26,6 +26,11 @@ class RotaryEmbedding {
   const std::vector<float>& InverseFrequencies(int64_t pos) const {
     return pos >= long_from_ ? long_inverse_ : inverse_;
   }
+  int64_t rotary_dim() const { return rotary_dim_; }
+  // The first position that uses the long factors (LongRoPE; the largest int64 otherwise), and
+  // the factor on cos and sin.
+  int64_t long_from() const { return long_from_; }
+  float scale() const { return scale_; }
 
  private:
   int64_t rotary_dim_;

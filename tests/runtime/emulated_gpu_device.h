@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 
+#include "daemon/runtime/forward_reference.h"
 #include "daemon/runtime/gpu_device.h"
 
 namespace df11::testing {
@@ -50,6 +51,8 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
                                    uint64_t workspace_bytes, Stream stream) override;
   absl::Status CheckDecoded(const void* workspace, Stream stream) override;
   uint64_t DecodeWorkspaceBytes(size_t views) const override;
+  // The reference operations, on host memory.
+  runtime::ForwardOps* forward_ops() override { return &forward_ops_; }
 
   // Fault injection: every decode from now on reports corrupt codes.
   void FailDecodes(bool fail) { fail_decodes_ = fail; }
@@ -68,6 +71,7 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
   int handles_ = 0;
   uint64_t launches_ = 0;
   std::atomic<bool> fail_decodes_{false};
+  runtime::ReferenceForwardOps forward_ops_;
 };
 
 }  // namespace df11::testing

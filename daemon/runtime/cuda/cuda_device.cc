@@ -117,6 +117,9 @@ class CudaDevice final : public GpuDevice {
     return absl::OkStatus();
   }
 
+  // The forward pass's CUDA kernels are not built yet: CudaBackend::Forward says so.
+  ForwardOps* forward_ops() override { return nullptr; }
+
   absl::Status DecodeUnits(std::span<const codec::gpu::UnitView> views, void* workspace,
                            uint64_t workspace_bytes, Stream stream) override {
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));

@@ -1,0 +1,38 @@
+// ForwardOps computed on the host, one operation after another: the definition of what each
+// operation gives (forward_ops.h), used by the tests' emulated GPU, whose "device" memory is host
+// memory, and as the reference the CUDA kernels are checked against.
+#ifndef DF11_DAEMON_RUNTIME_FORWARD_REFERENCE_H_
+#define DF11_DAEMON_RUNTIME_FORWARD_REFERENCE_H_
+
+#include "daemon/runtime/forward_ops.h"
+
+namespace df11::runtime {
+
+// BF16 nearest to `f` (ties to even), as the kernels round.
+uint16_t RoundToBf16(float f);
+
+class ReferenceForwardOps final : public ForwardOps {
+ public:
+  absl::Status Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t rows,
+                      int64_t in, int64_t out, void* y, bool y_fp32, Stream stream) override;
+  absl::Status RmsNorm(const uint16_t* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
+                       float offset, uint16_t* y, Stream stream) override;
+  absl::Status FloatRmsNorm(const float* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
+                            float offset, void* y, bool y_fp32, Stream stream) override;
+  absl::Status Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
+                    const int32_t* row_position, const RopeTable& table, Stream stream) override;
+  absl::Status WriteKv(const uint16_t* k, const uint16_t* v, int64_t rows, const PagedKv& kv,
+                       Stream stream) override;
+  absl::Status Attention(const uint16_t* q, int64_t rows, const AttentionShape& shape,
+                         const PagedKv& kv, uint16_t* out, Stream stream) override;
+  absl::Status GatedActivation(const uint16_t* gate, const uint16_t* up, int64_t n,
+                               Activation activation, uint16_t* y, Stream stream) override;
+  absl::Status Add(float* x, const float* y, int64_t n, Stream stream) override;
+  absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
+                     Stream stream) override;
+  absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) override;
+};
+
+}  // namespace df11::runtime
+
+#endif  // DF11_DAEMON_RUNTIME_FORWARD_REFERENCE_H_
