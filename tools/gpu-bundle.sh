@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs everything the GPU checks need into one archive for a GPU machine that lacks df11d's
 # Debian packages: the GPU test programs, df11, df11d and df11ctl, every shared library they load
-# (all but glibc's and the CUDA driver's), tests/data, the demo model, tools/*.py and
+# (all but glibc's, the CUDA driver's and cuBLAS, 600 MB, which a GPU machine's CUDA toolkit or
+# PyTorch has: run-gpu-checks.sh finds it there), tests/data, the demo model, tools/*.py and
 # run-gpu-checks.sh, which runs every check and benchmark and prints one table last.
 #
 #   bash tools/gpu-bundle.sh [BUILD_DIR] [ARCHIVE]     # defaults: build, gpu-bundle.tar.xz
@@ -15,7 +16,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath "${1:-$repo/build}")
 archive=${2:-gpu-bundle.tar.xz}
 programs=(df11 df11d df11ctl cuda_devices_test gpu_decoder_test gpu_interleaved_test
-          decoder_equivalence_test cuda_backend_gpu_test daemon_gpu_test)
+          decoder_equivalence_test forward_ops_gpu_test cuda_backend_gpu_test daemon_gpu_test)
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -28,6 +29,7 @@ for name in "${programs[@]}"; do
   ldd "$f" | awk '/=> \//{print $3}' | while read -r lib; do
     case $(basename "$lib") in
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libresolv.so*|libcuda.so*) ;;
+      libcublas.so*|libcublasLt.so*) ;;
       *) [[ -f $kit/lib/$(basename "$lib") ]] || cp -L "$lib" "$kit/lib/";;
     esac
   done

@@ -5,10 +5,13 @@
 #   bash run-gpu-checks.sh [--only tests|sanitizer|bench] [--work DIR]
 #
 #   tests      every gpu-labelled test program: the CUDA devices, both decoders (the DF11 one with
-#              the codec's corpus, the interleaved one), the CUDA backend (placement, accounting,
-#              bit-exact decode, 10,000 load/unload cycles) and df11d on the GPU
-#   sanitizer  compute-sanitizer memcheck on both decoders and the backend, racecheck on the DF11
-#              decoder (the interleaved one shares no memory between threads)
+#              the codec's corpus, the interleaved one), the forward pass's operations against
+#              their reference, the CUDA backend (placement, accounting, bit-exact decode, 10,000
+#              load/unload cycles, the forward pass against transformers' goldens) and df11d on
+#              the GPU
+#   sanitizer  compute-sanitizer memcheck on both decoders, the forward operations and the
+#              backend, racecheck on the DF11 decoder (the interleaved one shares no memory
+#              between threads)
 #   bench      df11 gpu-bench (both decoders against a device copy); a Qwen3-8B-shaped model made
 #              with df11 synth + compress, then df11 gpu-load-bench on it (load against the
 #              host-to-device copy, per-layer decode, models per budget, DF11 and BF16)
@@ -21,12 +24,19 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --only) only=$2; shift 2;;
     --work) work=$2; shift 2;;
-    *) sed -n 2,15p "$0"; exit 2;;
+    *) sed -n 2,18p "$0"; exit 2;;
   esac
 done
 out=${OUT:-$work/results}
 mkdir -p "$work" "$out"
-export LD_LIBRARY_PATH=$here/lib DF11_TEST_DATA=$here/data DF11_TOOL=$here/bin/df11 \
+# cuBLAS is not in the bundle: the machine's CUDA toolkit's, else the one PyTorch's wheels carry.
+cublas=""
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           "$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null)"; do
+  if [[ -n $dir && -e $dir/libcublas.so.13 ]]; then cublas=$dir; break; fi
+done
+[[ -n $cublas ]] || echo "run-gpu-checks: no libcublas.so.13 found; programs that need it will not start" >&2
+export LD_LIBRARY_PATH=$here/lib${cublas:+:$cublas} DF11_TEST_DATA=$here/data DF11_TOOL=$here/bin/df11 \
        DF11D_BINARY=$here/bin/df11d DF11CTL_BINARY=$here/bin/df11ctl DF11_DEMO_DIR=$here/demo
 bin=$here/bin
 rows=()  # "check|result|detail"
@@ -52,6 +62,7 @@ if [[ $only == all || $only == tests ]]; then
   run gpu_decoder_test "$bin/gpu_decoder_test"
   run gpu_interleaved_test "$bin/gpu_interleaved_test"
   run decoder_equivalence_gpu env DF11_REQUIRE_GPU=1 "$bin/decoder_equivalence_test"
+  run forward_ops_gpu_test "$bin/forward_ops_gpu_test"
   run cuda_backend_gpu_test "$bin/cuda_backend_gpu_test"
   run daemon_gpu_test "$bin/daemon_gpu_test"
 fi
@@ -69,6 +80,7 @@ if [[ $only == all || $only == sanitizer ]]; then
   # memcheck reports the refusal as an API error.
   run memcheck_backend "$cs" --tool memcheck --error-exitcode 1 \
     "$bin/cuda_backend_gpu_test" --gtest_filter=-*ManyLoadUnloadCycles*:*CreateRefusesBudgets*
+  run memcheck_forward_ops "$cs" --tool memcheck --error-exitcode 1 "$bin/forward_ops_gpu_test"
 fi
 
 if [[ $only == all || $only == bench ]]; then

@@ -211,6 +211,10 @@ absl::Status CudaBackend::Init() {
   DF11_CHECK(arena_.offset(workspace_id_) == 0);
   workspace_ = static_cast<char*>(base_);
   placement_workspace_ = workspace_ + kDecodeSlots * slot_bytes;
+  if (ForwardOps* ops = device_->forward_ops(); ops != nullptr) {
+    DF11_RETURN_IF_ERROR(ops->UseWorkspace(placement_workspace_ + 2 * kPlacementChecks * slot_bytes,
+                                           options_.library_workspace_bytes));
+  }
   if (options_.kv_pool_bytes > 0) {
     DF11_ASSIGN_OR_RETURN(kv_pool_id_, arena_.Allocate(options_.kv_pool_bytes));
   }
@@ -227,6 +231,9 @@ CudaBackend::~CudaBackend() {
   if (decode_stream_ != nullptr) device_->StreamSynchronize(decode_stream_->get()).IgnoreError();
   if (upload_stream_ != nullptr) device_->StreamSynchronize(upload_stream_->get()).IgnoreError();
   if (check_stream_ != nullptr) device_->StreamSynchronize(check_stream_->get()).IgnoreError();
+  if (compute_stream_ != nullptr) {
+    device_->StreamSynchronize(compute_stream_->get()).IgnoreError();
+  }
   for (void* host : staging_) device_->FreeHost(host);
   staging_done_.clear();
   unit_copied_.reset();
@@ -234,6 +241,7 @@ CudaBackend::~CudaBackend() {
     scratch_ready_[b].reset();
     scratch_free_[b].reset();
   }
+  compute_stream_.reset();
   decode_stream_.reset();
   check_stream_.reset();
   upload_stream_.reset();

@@ -71,6 +71,10 @@ class ForwardOps {
   using Stream = void*;  // GpuDevice::Stream
   virtual ~ForwardOps() = default;
 
+  // Device memory the operations may use as scratch (the matrix library's workspace), from the
+  // backend's arena; called once, before any operation.
+  virtual absl::Status UseWorkspace(void* device, uint64_t bytes) = 0;
+
   // y[rows][out] = x[rows][in] · w[out][in]ᵀ (+ bias[out] when not null), summed in fp32; y is
   // BF16, or fp32 when y_fp32.
   virtual absl::Status Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias,

@@ -13,6 +13,7 @@ uint16_t RoundToBf16(float f);
 
 class ReferenceForwardOps final : public ForwardOps {
  public:
+  absl::Status UseWorkspace(void* device, uint64_t bytes) override { return absl::OkStatus(); }
   absl::Status Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t rows,
                       int64_t in, int64_t out, void* y, bool y_fp32, Stream stream) override;
   absl::Status RmsNorm(const uint16_t* x, const uint16_t* w, int64_t rows, int64_t n, float eps,

@@ -6,15 +6,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/cuda/cuda_status.h"
+#include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
+#include "daemon/runtime/cuda/forward_ops.h"
 
 namespace df11::runtime::cuda {
 namespace {
 
 class CudaDevice final : public GpuDevice {
  public:
-  CudaDevice(int index, std::string description)
-      : index_(index), description_(std::move(description)) {}
+  CudaDevice(int index, std::string description, std::unique_ptr<ForwardOps> forward_ops)
+      : index_(index),
+        description_(std::move(description)),
+        forward_ops_(std::move(forward_ops)) {}
 
   std::string name() const override { return absl::StrCat("cuda:", index_); }
   std::string description() const override { return description_; }
@@ -117,8 +121,11 @@ class CudaDevice final : public GpuDevice {
     return absl::OkStatus();
   }
 
-  // The forward pass's CUDA kernels are not built yet: CudaBackend::Forward says so.
-  ForwardOps* forward_ops() override { return nullptr; }
+  // The operations launch on the calling thread's current device: this makes it this one.
+  ForwardOps* forward_ops() override {
+    cudaSetDevice(index_);
+    return forward_ops_.get();
+  }
 
   absl::Status DecodeUnits(std::span<const codec::gpu::UnitView> views, void* workspace,
                            uint64_t workspace_bytes, Stream stream) override {
@@ -144,6 +151,7 @@ class CudaDevice final : public GpuDevice {
  private:
   const int index_;
   const std::string description_;
+  const std::unique_ptr<ForwardOps> forward_ops_;
 };
 
 }  // namespace
@@ -165,9 +173,12 @@ absl::StatusOr<std::unique_ptr<GpuDevice>> OpenDevice(int index) {
   cudaDeviceProp props{};
   DF11_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, index));
   DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
+  DF11_ASSIGN_OR_RETURN(std::unique_ptr<ForwardOps> forward_ops, NewForwardOps());
   return std::unique_ptr<GpuDevice>(
-      new CudaDevice(index, absl::StrCat(props.name, " (sm_", props.major, props.minor, ", ",
-                                         props.totalGlobalMem >> 20, " MiB)")));
+      new CudaDevice(index,
+                     absl::StrCat(props.name, " (sm_", props.major, props.minor, ", ",
+                                  props.totalGlobalMem >> 20, " MiB)"),
+                     std::move(forward_ops)));
 }
 
 }  // namespace df11::runtime::cuda

@@ -1,0 +1,309 @@
+// The forward pass's operations (daemon/runtime/forward_ops.h). forward_ops_test checks the
+// reference (ReferenceForwardOps) against independent computations: the CPU engine's RoPE, sums
+// in double, attention written out position by position over pages out of order.
+// forward_ops_gpu_test (label gpu, CUDA builds) checks the CUDA device's operations against the
+// reference on random inputs of the sizes models use, and skips without a GPU.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "codec/format.h"
+#include "daemon/runtime/forward_reference.h"
+#include "daemon/runtime/model_config.h"
+#include "daemon/runtime/rotary_embedding.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+#if defined(DF11_TEST_ON_GPU)
+#include "codec/cuda/devices.h"
+#include "daemon/runtime/cuda/cuda_device.h"
+#include "daemon/runtime/gpu_device.h"
+#endif
+
+namespace df11::runtime {
+namespace {
+
+using format::Bf16ToFloat;
+
+std::vector<uint16_t> RandomBf16(size_t n, uint64_t seed, float stddev = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<uint16_t> v(n);
+  for (uint16_t& x : v) x = RoundToBf16(normal(rng));
+  return v;
+}
+
+std::vector<float> ToFloat(const std::vector<uint16_t>& v) {
+  std::vector<float> f(v.size());
+  for (size_t i = 0; i < v.size(); ++i) f[i] = Bf16ToFloat(v[i]);
+  return f;
+}
+
+// A KV pool of `pages` pages for one layer-0 sequence, its pages listed out of order.
+struct Pages {
+  int64_t positions_per_page, kv_heads, head_dim, layers;
+  std::vector<uint32_t> order;
+  std::vector<char> pool;
+  uint64_t page_bytes() const {
+    return uint64_t(layers) * 2 * positions_per_page * kv_heads * head_dim * 2 + 64;
+  }
+  PagedKv For(int64_t layer, const int32_t* first_page, const int32_t* position) {
+    return PagedKv{.pool = pool.data(),
+                   .page_bytes = page_bytes(),
+                   .positions_per_page = positions_per_page,
+                   .layer = layer,
+                   .kv_heads = kv_heads,
+                   .head_dim = head_dim,
+                   .pages = order.data(),
+                   .row_first_page = first_page,
+                   .row_position = position};
+  }
+};
+
+TEST(ReferenceForwardOpsTest, RopeIsTheEnginesRoundedOnce) {
+  for (RopeConfig::Type type : {RopeConfig::Type::kDefault, RopeConfig::Type::kLongRope}) {
+    RopeConfig config{.type = type, .theta = 10000.0, .original_max_position_embeddings = 5};
+    config.short_factor = {1.0, 1.5, 2.0, 3.0};
+    config.long_factor = {2.0, 3.0, 5.0, 7.0};
+    config.attention_factor = type == RopeConfig::Type::kLongRope ? 1.2 : 1.0;
+    const int64_t heads = 3, d = 12, rotary = 8;
+    const RotaryEmbedding rope(config, rotary);
+    DF11_ASSERT_OK_AND_ASSIGN(const RopeTable table, RopeTable::Of(rope, rotary));
+    const std::vector<int32_t> positions = {0, 4, 5, 77};
+    std::vector<uint16_t> x = RandomBf16(positions.size() * heads * d, 7);
+    std::vector<float> expected = ToFloat(x);
+    for (size_t r = 0; r < positions.size(); ++r) {
+      rope.Apply(&expected[r * heads * d], heads, d, positions[r]);
+    }
+    ReferenceForwardOps ops;
+    DF11_ASSERT_OK(
+        ops.Rope(x.data(), positions.size(), heads, d, positions.data(), table, nullptr));
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], RoundToBf16(expected[i])) << i;
+  }
+}
+
+TEST(ReferenceForwardOpsTest, LinearAndNormsAgreeWithDoubleSums) {
+  const int64_t rows = 3, in = 40, out = 7;
+  const std::vector<uint16_t> x = RandomBf16(rows * in, 1), w = RandomBf16(out * in, 2, 0.1f),
+                              bias = RandomBf16(out, 3);
+  ReferenceForwardOps ops;
+  std::vector<float> y(rows * out);
+  DF11_ASSERT_OK(
+      ops.Linear(x.data(), w.data(), bias.data(), rows, in, out, y.data(), true, nullptr));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = Bf16ToFloat(bias[o]);
+      for (int64_t i = 0; i < in; ++i)
+        sum += double(Bf16ToFloat(x[r * in + i])) * Bf16ToFloat(w[o * in + i]);
+      EXPECT_NEAR(y[r * out + o], sum, 1e-5 * (1 + std::abs(sum)));
+    }
+  }
+  // (1 + w) norms (Gemma): the fp32 and BF16 inputs give the same BF16 rows.
+  const std::vector<uint16_t> norm = RandomBf16(in, 4, 0.1f);
+  std::vector<uint16_t> from_bf16(rows * in), from_fp32(rows * in);
+  const std::vector<float> x32 = ToFloat(x);
+  DF11_ASSERT_OK(
+      ops.RmsNorm(x.data(), norm.data(), rows, in, 1e-6f, 1.0f, from_bf16.data(), nullptr));
+  DF11_ASSERT_OK(ops.FloatRmsNorm(x32.data(), norm.data(), rows, in, 1e-6f, 1.0f, from_fp32.data(),
+                                  false, nullptr));
+  EXPECT_EQ(from_bf16, from_fp32);
+  for (int64_t r = 0; r < rows; ++r) {
+    double squares = 0;
+    for (int64_t i = 0; i < in; ++i) squares += double(x32[r * in + i]) * x32[r * in + i];
+    const double scale = 1 / std::sqrt(squares / in + 1e-6);
+    for (int64_t i = 0; i < in; ++i) {
+      const double expected = x32[r * in + i] * scale * (1 + Bf16ToFloat(norm[i]));
+      EXPECT_NEAR(Bf16ToFloat(from_bf16[r * in + i]), expected, 1e-2 * (1 + std::abs(expected)));
+    }
+  }
+}
+
+TEST(ReferenceForwardOpsTest, PagedAttentionWithWindowAndSoftCap) {
+  // One sequence of 11 positions over pages of 4 (held in pages 5, 2, 0 of the pool), GQA 4/2.
+  Pages p{.positions_per_page = 4, .kv_heads = 2, .head_dim = 8, .layers = 2, .order = {5, 2, 0}};
+  p.pool.resize(6 * p.page_bytes());
+  const int64_t heads = 4, d = 8, positions = 11, layer = 1;
+  const std::vector<uint16_t> k = RandomBf16(positions * 2 * d, 11),
+                              v = RandomBf16(positions * 2 * d, 12);
+  const std::vector<uint16_t> q = RandomBf16(positions * heads * d, 13);
+  std::vector<int32_t> first_page(positions, 0), position(positions);
+  for (int32_t i = 0; i < positions; ++i) position[i] = i;
+  const PagedKv kv = p.For(layer, first_page.data(), position.data());
+  ReferenceForwardOps ops;
+  DF11_ASSERT_OK(ops.WriteKv(k.data(), v.data(), positions, kv, nullptr));
+  const AttentionShape shape{
+      .heads = heads, .kv_heads = 2, .head_dim = d, .window = 5, .scale = 0.3f, .softcap = 2.0f};
+  std::vector<uint16_t> out(positions * heads * d);
+  DF11_ASSERT_OK(ops.Attention(q.data(), positions, shape, kv, out.data(), nullptr));
+  for (int64_t r = 0; r < positions; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kvh = h / 2, first = std::max<int64_t>(0, r - 4);
+      std::vector<double> weights;
+      double total = 0;
+      for (int64_t j = first; j <= r; ++j) {
+        double dot = 0;
+        for (int64_t i = 0; i < d; ++i) {
+          dot += double(Bf16ToFloat(q[(r * heads + h) * d + i])) *
+                 Bf16ToFloat(k[(j * 2 + kvh) * d + i]);
+        }
+        const double score = std::tanh(dot * 0.3f / 2.0) * 2.0;
+        weights.push_back(std::exp(score));
+        total += weights.back();
+      }
+      for (int64_t i = 0; i < d; ++i) {
+        double expected = 0;
+        for (int64_t j = first; j <= r; ++j) {
+          expected += weights[j - first] / total * Bf16ToFloat(v[(j * 2 + kvh) * d + i]);
+        }
+        EXPECT_NEAR(Bf16ToFloat(out[(r * heads + h) * d + i]), expected,
+                    1e-2 * (1 + std::abs(expected)))
+            << "row " << r << " head " << h;
+      }
+    }
+  }
+  // Layer 0's planes of the pages are untouched.
+  for (uint32_t page : p.order) {
+    const char* base = p.pool.data() + page * p.page_bytes();
+    EXPECT_TRUE(std::all_of(base, base + kv.KeyOffset(0), [](char c) { return c == 0; }));
+  }
+}
+
+#if defined(DF11_TEST_ON_GPU)
+// The CUDA device's operations against the reference, on device copies of the same inputs.
+class CudaForwardOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::vector<::df11::cuda::DeviceInfo>> devices = ::df11::cuda::ListDevices();
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    if (devices->empty()) GTEST_SKIP() << "no CUDA device";
+    device_ = cuda::OpenDevice(0).value();
+    stream_ = device_->CreateStream().value();
+    ASSERT_NE(device_->forward_ops(), nullptr);
+    workspace_ = Upload(std::vector<char>(32 << 20));
+    DF11_ASSERT_OK(device_->forward_ops()->UseWorkspace(workspace_, 32 << 20));
+  }
+  void TearDown() override {
+    if (device_ == nullptr) return;
+    for (void* p : allocations_) device_->Free(p);
+    device_->DestroyStream(stream_);
+  }
+  template <typename T>
+  T* Upload(const std::vector<T>& host) {
+    void* p = device_->Allocate(std::max<size_t>(1, host.size() * sizeof(T))).value();
+    allocations_.push_back(p);
+    EXPECT_TRUE(device_->CopyAsync(p, host.data(), host.size() * sizeof(T), stream_).ok());
+    return static_cast<T*>(p);
+  }
+  template <typename T>
+  std::vector<T> Download(const T* device, size_t n) {
+    std::vector<T> host(n);
+    EXPECT_TRUE(device_->CopyAsync(host.data(), device, n * sizeof(T), stream_).ok());
+    EXPECT_TRUE(device_->StreamSynchronize(stream_).ok());
+    return host;
+  }
+  // BF16 outputs within two units in the last place of each other, or 1e-3 absolute.
+  static void ExpectClose(const std::vector<uint16_t>& gpu, const std::vector<uint16_t>& ref) {
+    ASSERT_EQ(gpu.size(), ref.size());
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      const float a = Bf16ToFloat(gpu[i]), b = Bf16ToFloat(ref[i]);
+      EXPECT_LE(std::abs(a - b), std::max(1e-3f, std::abs(b) * (2.0f / 128))) << i;
+    }
+  }
+  std::unique_ptr<GpuDevice> device_;
+  GpuDevice::Stream stream_ = nullptr;
+  std::vector<void*> allocations_;
+  void* workspace_ = nullptr;
+  ReferenceForwardOps reference_;
+};
+
+TEST_F(CudaForwardOpsTest, LinearNormsRopeAndElementwiseMatchTheReference) {
+  ForwardOps& gpu = *device_->forward_ops();
+  for (auto [rows, in, out] :
+       {std::array<int64_t, 3>{1, 4096, 1024}, {5, 96, 160}, {64, 512, 96}}) {
+    const std::vector<uint16_t> x = RandomBf16(rows * in, 1), w = RandomBf16(out * in, 2, 0.05f),
+                                bias = RandomBf16(out, 3);
+    std::vector<uint16_t> expected(rows * out);
+    DF11_ASSERT_OK(reference_.Linear(x.data(), w.data(), bias.data(), rows, in, out,
+                                     expected.data(), false, nullptr));
+    uint16_t* y = Upload(std::vector<uint16_t>(rows * out));
+    DF11_ASSERT_OK(
+        gpu.Linear(Upload(x), Upload(w), Upload(bias), rows, in, out, y, false, stream_));
+    ExpectClose(Download(y, rows * out), expected);
+  }
+  const int64_t rows = 6, n = 4096;
+  const std::vector<uint16_t> x = RandomBf16(rows * n, 4), w = RandomBf16(n, 5, 0.1f);
+  std::vector<uint16_t> expected(rows * n);
+  DF11_ASSERT_OK(
+      reference_.RmsNorm(x.data(), w.data(), rows, n, 1e-6f, 1.0f, expected.data(), nullptr));
+  uint16_t* y = Upload(std::vector<uint16_t>(rows * n));
+  DF11_ASSERT_OK(gpu.RmsNorm(Upload(x), Upload(w), rows, n, 1e-6f, 1.0f, y, stream_));
+  ExpectClose(Download(y, rows * n), expected);
+
+  RopeConfig config{.theta = 1e6};
+  DF11_ASSERT_OK_AND_ASSIGN(const RopeTable table,
+                            RopeTable::Of(RotaryEmbedding(config, 128), 128));
+  const std::vector<int32_t> positions = {0, 1, 1000, 4095, 70000, 3};
+  std::vector<uint16_t> rotated = RandomBf16(rows * 8 * 128, 6);
+  uint16_t* q = Upload(rotated);
+  DF11_ASSERT_OK(reference_.Rope(rotated.data(), rows, 8, 128, positions.data(), table, nullptr));
+  DF11_ASSERT_OK(gpu.Rope(q, rows, 8, 128, Upload(positions), table, stream_));
+  ExpectClose(Download(q, rotated.size()), rotated);
+
+  const std::vector<uint16_t> gate = RandomBf16(rows * n, 7), up = RandomBf16(rows * n, 8);
+  for (Activation a : {Activation::kSilu, Activation::kGeluTanh}) {
+    DF11_ASSERT_OK(
+        reference_.GatedActivation(gate.data(), up.data(), rows * n, a, expected.data(), nullptr));
+    DF11_ASSERT_OK(gpu.GatedActivation(Upload(gate), Upload(up), rows * n, a, y, stream_));
+    ExpectClose(Download(y, rows * n), expected);
+  }
+}
+
+TEST_F(CudaForwardOpsTest, PagedAttentionMatchesTheReference) {
+  ForwardOps& gpu = *device_->forward_ops();
+  for (int64_t d : {64, 128, 256}) {
+    SCOPED_TRACE(::testing::Message() << "head_dim " << d);
+    // Two sequences: 300 positions (a prefill chunk of its last 40) and a decode step at 99.
+    Pages p{.positions_per_page = 16, .kv_heads = 2, .head_dim = d, .layers = 2};
+    for (uint32_t i = 0; i < 26; ++i) p.order.push_back((i * 7) % 26);
+    p.pool.resize(26 * p.page_bytes());
+    std::vector<int32_t> first_page, position;
+    for (int32_t i = 0; i < 300; ++i) {
+      first_page.push_back(0);
+      position.push_back(i);
+    }
+    first_page.push_back(19);
+    position.push_back(99);
+    const int64_t rows = static_cast<int64_t>(position.size()), heads = 8;
+    const std::vector<uint16_t> k = RandomBf16(rows * 2 * d, 21), v = RandomBf16(rows * 2 * d, 22);
+    const std::vector<uint16_t> q = RandomBf16(rows * heads * d, 23, 0.3f);
+    for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {33, 30.0f}}) {
+      const AttentionShape shape{.heads = heads,
+                                 .kv_heads = 2,
+                                 .head_dim = d,
+                                 .window = window,
+                                 .scale = 1.0f / std::sqrt(float(d)),
+                                 .softcap = softcap};
+      const PagedKv host_kv = p.For(1, first_page.data(), position.data());
+      DF11_ASSERT_OK(reference_.WriteKv(k.data(), v.data(), rows, host_kv, nullptr));
+      std::vector<uint16_t> expected(rows * heads * d);
+      DF11_ASSERT_OK(
+          reference_.Attention(q.data(), rows, shape, host_kv, expected.data(), nullptr));
+      PagedKv device_kv = host_kv;
+      device_kv.pool = Upload(std::vector<char>(p.pool.size()));
+      device_kv.pages = Upload(p.order);
+      device_kv.row_first_page = Upload(first_page);
+      device_kv.row_position = Upload(position);
+      DF11_ASSERT_OK(gpu.WriteKv(Upload(k), Upload(v), rows, device_kv, stream_));
+      EXPECT_EQ(Download(device_kv.pool, p.pool.size()), p.pool);  // the same bytes written
+      uint16_t* out = Upload(std::vector<uint16_t>(expected.size()));
+      DF11_ASSERT_OK(gpu.Attention(Upload(q), rows, shape, device_kv, out, stream_));
+      ExpectClose(Download(out, expected.size()), expected);
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace df11::runtime
