@@ -1,10 +1,11 @@
 // df11d on a real GPU (label gpu; skipped without one): the demo model and synthetic DF11 and BF16
 // models placed in cuda:0's arena with every byte accounted on the device and per model,
-// EstimateModel exact, the driver's free bytes untouched by loads and unloads, Generate
-// FAILED_PRECONDITION naming the missing forward pass, loads past the budget RESOURCE_EXHAUSTED
+// EstimateModel exact, the driver's free bytes untouched by loads and unloads, generation from the
+// GPU giving the demo model's greedy tokens, loads past the budget RESOURCE_EXHAUSTED
 // with the numbers, unloads returning every byte, and df11ctl and /metrics showing the GPU.
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,10 @@
 #include "codec/cuda/devices.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/daemon/daemon_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data_dir.h"
 
 namespace df11 {
 namespace {
@@ -124,13 +127,26 @@ TEST_F(DaemonGpuTest, ModelsLiveInTheArenaWithEveryByteAccounted) {
   // Loads take nothing from the driver: the arena was taken at start.
   EXPECT_EQ(loaded.devices(0).driver_free(), driver_free);
 
-  // No forward pass on the GPU yet: a clear FAILED_PRECONDITION, never a wrong answer.
+  // Generation from the GPU: the demo model's greedy tokens after "def " are transformers' (the
+  // demo goldens, which the CPU backend gives too).
+  std::ifstream in(testing::TestDataDir("demo") / "goldens.json");
+  const nlohmann::json golden = nlohmann::json::parse(in)["cases"][0];
+  ASSERT_EQ(golden["prompt"], "def ");
   v1::GenerateRequest generate;
-  generate.set_model("qwen2");
+  generate.set_model("demo");
   generate.set_text("def ");
-  generate.set_max_tokens(4);
-  EXPECT_THAT(client_->Generate(generate, [](const v1::GenerateResponse&) { return true; }),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("forward pass")));
+  generate.set_max_tokens(static_cast<int32_t>(golden["greedy"].size()));
+  generate.set_ignore_eos(true);
+  generate.mutable_sampling()->set_temperature(0);
+  std::vector<int32_t> tokens;
+  const absl::Status generated = client_->Generate(generate, [&](const v1::GenerateResponse& r) {
+    tokens.insert(tokens.end(), r.token_ids().begin(), r.token_ids().end());
+    return true;
+  });
+  ASSERT_TRUE(generated.ok()) << generated;
+  EXPECT_EQ(tokens, golden["greedy"].get<std::vector<int32_t>>());
+  // The KV pool's pages went back when the request ended.
+  EXPECT_EQ(Status().devices(0).kv_pool_free(), kKvPool);
 
   // Copies of qwen2 until the budget is full: RESOURCE_EXHAUSTED with the numbers.
   absl::Status full;
