@@ -54,9 +54,8 @@ TEST(Df11CliTest, UsageErrorsExitWithTwo) {
 }
 
 TEST(Df11CliTest, EveryCommandHasHelp) {
-  for (const char* command :
-       {"compress", "decompress", "verify", "inspect", "bench", "synth", "demo", "devices",
-        "gpu-bench", "generate", "engine-bench"}) {
+  for (const char* command : {"compress", "decompress", "verify", "inspect", "bench", "synth",
+                              "demo", "devices", "gpu-bench", "generate", "engine-bench"}) {
     Result r = Df11(std::string(command) + " --help");
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_THAT(r.output, HasSubstr("Usage: df11 " + std::string(command))) << command;
@@ -68,7 +67,10 @@ TEST(Df11CliTest, EveryCommandHasHelp) {
 
 TEST(Df11CliTest, CompressVerifyInspectDecompress) {
   const fs::path src = TempDir("src"), df11 = TempDir("df11"), out = TempDir("out");
-  ASSERT_EQ(Df11("synth " + src.string() + " --layers 2 --hidden 128 --intermediate 256 --vocab 512 --shards").exit_code, 0);
+  ASSERT_EQ(Df11("synth " + src.string() +
+                 " --layers 2 --hidden 128 --intermediate 256 --vocab 512 --shards")
+                .exit_code,
+            0);
   Result compress = Df11("compress " + src.string() + " " + df11.string() + " --threads 2");
   ASSERT_EQ(compress.exit_code, 0) << compress.output;
   EXPECT_THAT(compress.output, HasSubstr("4 units"));
@@ -97,8 +99,13 @@ TEST(Df11CliTest, CompressVerifyInspectDecompress) {
 
 TEST(Df11CliTest, VerifyReportsADifferentSourceWithExitThree) {
   const fs::path src = TempDir("vsrc"), other = TempDir("vother"), df11 = TempDir("vdf11");
-  ASSERT_EQ(Df11("synth " + src.string() + " --layers 1 --hidden 64 --intermediate 128 --vocab 256").exit_code, 0);
-  ASSERT_EQ(Df11("synth " + other.string() + " --layers 1 --hidden 64 --intermediate 128 --vocab 256 --seed 7").exit_code, 0);
+  ASSERT_EQ(Df11("synth " + src.string() + " --layers 1 --hidden 64 --intermediate 128 --vocab 256")
+                .exit_code,
+            0);
+  ASSERT_EQ(Df11("synth " + other.string() +
+                 " --layers 1 --hidden 64 --intermediate 128 --vocab 256 --seed 7")
+                .exit_code,
+            0);
   ASSERT_EQ(Df11("compress " + src.string() + " " + df11.string()).exit_code, 0);
   Result r = Df11("verify " + df11.string() + " --against " + other.string());
   EXPECT_EQ(r.exit_code, 3) << r.output;
@@ -108,7 +115,9 @@ TEST(Df11CliTest, VerifyReportsADifferentSourceWithExitThree) {
 
 TEST(Df11CliTest, VerifyFailsOnACorruptStream) {
   const fs::path src = TempDir("csrc"), df11 = TempDir("cdf11");
-  ASSERT_EQ(Df11("synth " + src.string() + " --layers 1 --hidden 64 --intermediate 128 --vocab 256").exit_code, 0);
+  ASSERT_EQ(Df11("synth " + src.string() + " --layers 1 --hidden 64 --intermediate 128 --vocab 256")
+                .exit_code,
+            0);
   ASSERT_EQ(Df11("compress " + src.string() + " " + df11.string()).exit_code, 0);
   // Flip bits in the middle of the file, inside encoded_exponent or sign_mantissa.
   const fs::path unit = df11 / "model_layers_0.safetensors";
@@ -133,8 +142,8 @@ TEST(Df11CliTest, BenchPrintsOneJsonObject) {
   Result r = Df11("bench --mb 2 --runs 1 --threads 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json j = nlohmann::json::parse(r.output);
-  for (const char* key : {"encode_mbps_per_thread", "decode_gbps_per_thread", "decode_gbps_all_threads",
-                          "memcpy_gbps", "bits_per_weight", "threads"}) {
+  for (const char* key : {"encode_mbps_per_thread", "decode_gbps_per_thread",
+                          "decode_gbps_all_threads", "memcpy_gbps", "bits_per_weight", "threads"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["threads"], 2);
@@ -186,10 +195,10 @@ TEST(Df11CliTest, GenerateOnTheDemoModelMatchesTransformers) {
 
 TEST(Df11CliTest, GenerateStreamsTextAndSeedsRepeat) {
   const nlohmann::json first = DemoGoldens()["cases"][0];
-  Result streamed = Df11("generate " + kDemoModel.string() + " --prompt " +
-                         ShellQuote(first["prompt"].get<std::string>()) +
-                         " --temperature 0 --ignore-eos --max-tokens " +
-                         std::to_string(first["greedy"].size()));
+  Result streamed =
+      Df11("generate " + kDemoModel.string() + " --prompt " +
+           ShellQuote(first["prompt"].get<std::string>()) +
+           " --temperature 0 --ignore-eos --max-tokens " + std::to_string(first["greedy"].size()));
   ASSERT_EQ(streamed.exit_code, 0) << streamed.output;
   EXPECT_THAT(streamed.output, HasSubstr(first["text"].get<std::string>()));
   EXPECT_THAT(streamed.output, HasSubstr("tokens/s"));
@@ -200,7 +209,8 @@ TEST(Df11CliTest, GenerateStreamsTextAndSeedsRepeat) {
   Result a = Df11(sampled), b = Df11(sampled);
   ASSERT_EQ(a.exit_code, 0) << a.output;
   ASSERT_EQ(b.exit_code, 0) << b.output;
-  EXPECT_EQ(nlohmann::json::parse(a.output)["token_ids"], nlohmann::json::parse(b.output)["token_ids"]);
+  EXPECT_EQ(nlohmann::json::parse(a.output)["token_ids"],
+            nlohmann::json::parse(b.output)["token_ids"]);
 }
 
 TEST(Df11CliTest, GenerateErrors) {
@@ -216,11 +226,22 @@ TEST(Df11CliTest, GenerateErrors) {
   Result too_long = Df11("generate " + kDemoModel.string() + " --prompt x --max-tokens 100000");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_THAT(too_long.output, HasSubstr("the model's context holds"));
+  Result bad_device = Df11("generate " + kDemoModel.string() + " --prompt x --device gpu");
+  EXPECT_EQ(bad_device.exit_code, 1);
+  EXPECT_THAT(bad_device.output, HasSubstr("expected cpu or cuda:N"));
+  // No such GPU here (or no CUDA in this build): said, not a crash. cuda:99 is absent anywhere.
+  Result no_gpu = Df11("generate " + kDemoModel.string() + " --prompt x --device cuda:99");
+  EXPECT_EQ(no_gpu.exit_code, 1);
+  EXPECT_THAT(no_gpu.output,
+              ::testing::AnyOf(HasSubstr("no such device"), HasSubstr("without CUDA")));
 }
 
 TEST(Df11CliTest, EngineBenchPrintsOneJsonObject) {
   const fs::path src = TempDir("bench_src"), df11 = TempDir("bench_df11");
-  ASSERT_EQ(Df11("synth " + src.string() + " --layers 2 --hidden 128 --intermediate 256 --vocab 512").exit_code, 0);
+  ASSERT_EQ(
+      Df11("synth " + src.string() + " --layers 2 --hidden 128 --intermediate 256 --vocab 512")
+          .exit_code,
+      0);
   ASSERT_EQ(Df11("compress " + src.string() + " " + df11.string()).exit_code, 0);
   Result r = Df11("engine-bench --df11 " + df11.string() + " --bf16 " + src.string() +
                   " --prompt-tokens 9 --tokens 2 --runs 1 --threads 2 --json");
@@ -235,6 +256,7 @@ TEST(Df11CliTest, EngineBenchPrintsOneJsonObject) {
   EXPECT_LT(j["configs"]["df11"]["model_resident_bytes"].get<uint64_t>(),
             j["configs"]["bf16"]["model_resident_bytes"].get<uint64_t>());
   EXPECT_TRUE(j["ratios"]["df11"].contains("decode_vs_bf16"));
+  EXPECT_EQ(j["device"], "cpu");
 }
 
 }  // namespace

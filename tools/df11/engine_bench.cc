@@ -1,5 +1,6 @@
-// df11 engine-bench: CPU engine speed with DF11 weights against the same engine with BF16
-// weights, in one run: prefill and decode tokens per second, and the memory each model takes.
+// df11 engine-bench: engine speed (CPU, or a CUDA GPU) with DF11 weights against the same engine
+// with BF16 weights, in one run: prefill and decode tokens per second, and the memory each model
+// takes.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,23 +12,23 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
-#include "daemon/runtime/cpu_backend.h"
 #include "daemon/runtime/model.h"
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
+#include "tools/df11/device_backend.h"
 
 namespace df11::tool {
 namespace {
 
 constexpr char kHelp[] = R"(Usage: df11 engine-bench [--df11 DIR] [--bf16 DIR] [options]
 
-Runs the CPU engine on a DF11 model and on the same model in BF16 (either may be left out) with
+Runs the engine on a DF11 model and on the same model in BF16 (either may be left out) with
 random prompt tokens and reports, per configuration, the median of --runs of:
   prefill   one forward pass over --prompt-tokens tokens        tokens/s
   decode    --tokens single-token passes after that prompt      tokens/s
-Configurations: bf16; df11 (the next block decoded while the current one computes); and
-df11-sequential (each block decoded, then computed). They run in alternation, so a change in the
+Configurations: bf16; df11 (the next block decoded while the current one computes); and, on the
+CPU, df11-sequential (each block decoded, then computed). They run in alternation, so a change in the
 machine's speed hits all of them alike; the ratios df11/bf16 are the result to quote. Memory: each
 model's resident bytes (DF11: compressed units + passthrough tensors), the backend's scratch, the
 KV cache, and the process's peak RSS.
@@ -35,6 +36,8 @@ KV cache, and the process's peak RSS.
   --prompt-tokens N   prompt length (default 128)
   --tokens N          decoded tokens per run (default 16)
   --runs N            runs per configuration (default 3)
+  --device D          cpu (default) or cuda:N (the CUDA backend: both models resident in one
+                      arena of 90 % of the GPU's memory, of which 10 % is the KV pool)
   --threads N         CPU threads (default: one per CPU)
   --json              one JSON object instead of text
 )";
@@ -57,8 +60,8 @@ uint64_t PeakRssBytes() {
 
 struct Config {
   std::string name;
-  const runtime::Model* model;
-  std::unique_ptr<runtime::CpuBackend> backend;
+  const runtime::PlacedModel* model;
+  runtime::Backend* backend;
   std::vector<double> prefill_tps, decode_tps;
   uint64_t kv_bytes = 0;
 };
@@ -89,8 +92,9 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
 }  // namespace
 
 int RunEngineBench(const std::vector<std::string>& argv) {
-  absl::StatusOr<Args> args = Args::Parse(
-      argv, {"df11", "bf16", "prompt-tokens", "tokens", "runs", "threads"}, {"json", "help"});
+  absl::StatusOr<Args> args =
+      Args::Parse(argv, {"df11", "bf16", "prompt-tokens", "tokens", "runs", "threads", "device"},
+                  {"json", "help"});
   if (!args.ok()) return UsageError("engine-bench", std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (!args->positional().empty()) return UsageError("engine-bench", "unexpected argument");
@@ -108,30 +112,45 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   const bool json = args->Has("json");
   const int n_threads = static_cast<int>(*threads);
 
-  std::unique_ptr<runtime::Model> bf16, df11;
+  // The configurations' backends: one for each on the CPU (the sequential one differs); on a
+  // GPU one backend holds both models.
+  const std::string device_name = args->Get("device").value_or("cpu");
+  std::vector<DeviceBackend> backends;
+  auto backend_for = [&](bool overlap) -> absl::StatusOr<runtime::Backend*> {
+    if (device_name != "cpu" && !backends.empty()) return backends.front().backend.get();
+    DF11_ASSIGN_OR_RETURN(
+        DeviceBackend b,
+        OpenDeviceBackend(device_name, {.threads = n_threads, .overlap_decode = overlap}));
+    backends.push_back(std::move(b));
+    return backends.back().backend.get();
+  };
+  std::unique_ptr<runtime::PlacedModel> bf16, df11;
   std::vector<Config> configs;
   if (args->Has("bf16")) {
-    absl::StatusOr<std::unique_ptr<runtime::Model>> m = runtime::Model::Load(*args->Get("bf16"));
+    absl::StatusOr<runtime::Backend*> backend = backend_for(true);
+    if (!backend.ok()) return Fail("engine-bench", backend.status());
+    absl::StatusOr<std::unique_ptr<runtime::PlacedModel>> m = LoadOn(**backend, *args->Get("bf16"));
     if (!m.ok()) return Fail("engine-bench", m.status());
     bf16 = std::move(*m);
-    configs.push_back({"bf16", bf16.get(),
-                       std::make_unique<runtime::CpuBackend>(
-                           runtime::CpuBackend::Options{.threads = n_threads})});
+    configs.push_back({"bf16", bf16.get(), *backend});
   }
   if (args->Has("df11")) {
-    absl::StatusOr<std::unique_ptr<runtime::Model>> m = runtime::Model::Load(*args->Get("df11"));
+    absl::StatusOr<runtime::Backend*> backend = backend_for(true);
+    if (!backend.ok()) return Fail("engine-bench", backend.status());
+    absl::StatusOr<std::unique_ptr<runtime::PlacedModel>> m = LoadOn(**backend, *args->Get("df11"));
     if (!m.ok()) return Fail("engine-bench", m.status());
     df11 = std::move(*m);
     if (!df11->is_df11()) {
       return Fail("engine-bench", absl::InvalidArgumentError(
                                       absl::StrCat(*args->Get("df11"), " is not a DF11 model")));
     }
-    configs.push_back({"df11", df11.get(),
-                       std::make_unique<runtime::CpuBackend>(
-                           runtime::CpuBackend::Options{.threads = n_threads})});
-    configs.push_back({"df11-sequential", df11.get(),
-                       std::make_unique<runtime::CpuBackend>(runtime::CpuBackend::Options{
-                           .threads = n_threads, .overlap_decode = false})});
+    configs.push_back({"df11", df11.get(), *backend});
+    if (device_name == "cpu") {
+      // The same host model (a CPU backend's placed model is the Model itself), without overlap.
+      absl::StatusOr<runtime::Backend*> sequential = backend_for(false);
+      if (!sequential.ok()) return Fail("engine-bench", sequential.status());
+      configs.push_back({"df11-sequential", df11.get(), *sequential});
+    }
   }
   const runtime::ModelConfig& mc = configs.front().model->config();
   if (bf16 != nullptr && df11 != nullptr &&
@@ -146,13 +165,15 @@ int RunEngineBench(const std::vector<std::string>& argv) {
 
   for (int64_t run = 0; run < *runs; ++run) {
     for (Config& c : configs) {
-      if (!json) std::fprintf(stderr, "run %lld/%lld: %s\n", static_cast<long long>(run + 1),
-                              static_cast<long long>(*runs), c.name.c_str());
+      if (!json)
+        std::fprintf(stderr, "run %lld/%lld: %s\n", static_cast<long long>(run + 1),
+                     static_cast<long long>(*runs), c.name.c_str());
       if (absl::Status s = RunOnce(c, prompt, *tokens); !s.ok()) return Fail("engine-bench", s);
     }
   }
 
-  nlohmann::json out = {{"threads", n_threads},
+  nlohmann::json out = {{"device", backends.front().description},
+                        {"threads", n_threads},
                         {"prompt_tokens", *prompt_tokens},
                         {"decode_tokens", *tokens},
                         {"runs", *runs},
@@ -170,6 +191,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   if (bf16 != nullptr && df11 != nullptr) {
     const auto& cfg = out["configs"];
     for (const char* name : {"df11", "df11-sequential"}) {
+      if (!cfg.contains(name)) continue;
       out["ratios"][name] = {
           {"decode_vs_bf16", cfg[name]["decode_tokens_per_second"].get<double>() /
                                  cfg["bf16"]["decode_tokens_per_second"].get<double>()},
@@ -190,6 +212,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   }
   if (out.contains("ratios")) {
     for (const char* name : {"df11", "df11-sequential"}) {
+      if (!out["ratios"].contains(name)) continue;
       std::printf("%s / bf16: decode %.3fx, prefill %.3fx\n", name,
                   out["ratios"][name]["decode_vs_bf16"].get<double>(),
                   out["ratios"][name]["prefill_vs_bf16"].get<double>());

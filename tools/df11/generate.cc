@@ -1,5 +1,5 @@
-// df11 generate: offline text generation from a DF11 (or BF16) model directory on the CPU engine,
-// without the daemon.
+// df11 generate: offline text generation from a DF11 (or BF16) model directory on the engine (CPU,
+// or a CUDA GPU), without the daemon.
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
+#include "tools/df11/device_backend.h"
 
 namespace df11::tool {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 constexpr char kHelp[] = R"(Usage: df11 generate MODEL_DIR --prompt TEXT [options]
 
 Generates text from the model in MODEL_DIR (a DF11 directory or a BF16 Hugging Face checkpoint,
-with its tokenizer.json) on the CPU engine, streaming it to stdout. DF11 weights stay compressed in
+with its tokenizer.json) on the engine, streaming it to stdout. DF11 weights stay compressed in
 memory; each transformer block is decoded when it runs. Sampling defaults come from the model's
 generation_config.json (greedy when it has none).
 
@@ -33,8 +34,11 @@ generation_config.json (greedy when it has none).
   --seed S                same seed, same tokens
   --stop TEXT             stop before this text
   --ignore-eos            keep going past the end-of-sequence token
+  --device D              cpu (default) or cuda:N (the CUDA backend: 90 % of the GPU's memory, of
+                          which 10 % is the KV pool)
   --threads N             CPU threads (default: one per CPU)
-  --no-overlap            decode each block before computing it, not while the previous computes
+  --no-overlap            on the CPU: decode each block before computing it, not while the
+                          previous one computes
   --json                  print one JSON object at the end instead of streaming: token_ids, text,
                           finish_reason, prompt_tokens, tokens_per_second (decode speed after the
                           first token), prefill_seconds, prefill_tokens_per_second
@@ -45,11 +49,11 @@ Exit codes: 0 success, 1 failure (the message says why), 2 bad command line.
 }  // namespace
 
 int RunGenerate(const std::vector<std::string>& argv) {
-  absl::StatusOr<Args> args = Args::Parse(
-      argv,
-      {"prompt", "system", "max-tokens", "temperature", "top-p", "top-k", "min-p",
-       "repetition-penalty", "seed", "stop", "threads"},
-      {"chat", "no-thinking", "ignore-eos", "no-overlap", "json", "help"});
+  absl::StatusOr<Args> args =
+      Args::Parse(argv,
+                  {"prompt", "system", "max-tokens", "temperature", "top-p", "top-k", "min-p",
+                   "repetition-penalty", "seed", "stop", "threads", "device"},
+                  {"chat", "no-thinking", "ignore-eos", "no-overlap", "json", "help"});
   if (!args.ok()) return UsageError("generate", std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (args->positional().size() != 1) return UsageError("generate", "expected MODEL_DIR");
@@ -61,7 +65,15 @@ int RunGenerate(const std::vector<std::string>& argv) {
   const std::string prompt = *args->Get("prompt");
   const bool json = args->Has("json");
 
-  absl::StatusOr<std::unique_ptr<runtime::Model>> model = runtime::Model::Load(dir);
+  absl::StatusOr<int64_t> threads =
+      args->GetInt("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024);
+  if (!threads.ok()) return UsageError("generate", std::string(threads.status().message()));
+  absl::StatusOr<DeviceBackend> device = OpenDeviceBackend(
+      args->Get("device").value_or("cpu"),
+      {.threads = static_cast<int>(*threads), .overlap_decode = !args->Has("no-overlap")});
+  if (!device.ok()) return Fail("generate", device.status());
+  runtime::Backend& backend = *device->backend;
+  absl::StatusOr<std::unique_ptr<runtime::PlacedModel>> model = LoadOn(backend, dir);
   if (!model.ok()) return Fail("generate", model.status());
   absl::StatusOr<runtime::Tokenizer> tokenizer =
       runtime::Tokenizer::FromFile(dir + "/tokenizer.json");
@@ -78,9 +90,9 @@ int RunGenerate(const std::vector<std::string>& argv) {
     absl::StatusOr<double> repetition =
         args->GetDouble("repetition-penalty", params.repetition_penalty, 0, 100);
     absl::StatusOr<int64_t> seed = args->GetInt("seed", 0, 0, INT64_MAX);
-    for (const absl::Status& s : {max_tokens.status(), temperature.status(), top_p.status(),
-                                  top_k.status(), min_p.status(), repetition.status(),
-                                  seed.status()}) {
+    for (const absl::Status& s :
+         {max_tokens.status(), temperature.status(), top_p.status(), top_k.status(), min_p.status(),
+          repetition.status(), seed.status()}) {
       if (!s.ok()) return UsageError("generate", std::string(s.message()));
     }
     params.max_tokens = static_cast<int32_t>(*max_tokens);
@@ -96,17 +108,14 @@ int RunGenerate(const std::vector<std::string>& argv) {
       return UsageError("generate", std::string(s.message()));
     }
   }
-  absl::StatusOr<int64_t> threads =
-      args->GetInt("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024);
-  if (!threads.ok()) return UsageError("generate", std::string(threads.status().message()));
-
   // The prompt's tokens: as a chat, the rendered template carries its own special tokens.
   absl::StatusOr<std::vector<int32_t>> ids;
   if (args->Has("chat")) {
     absl::StatusOr<runtime::ChatTemplate> chat = runtime::ChatTemplate::FromModelDir(dir);
     if (!chat.ok()) return Fail("generate", chat.status());
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    if (args->Has("system")) messages.push_back({{"role", "system"}, {"content", *args->Get("system")}});
+    if (args->Has("system"))
+      messages.push_back({{"role", "system"}, {"content", *args->Get("system")}});
     messages.push_back({{"role", "user"}, {"content", prompt}});
     nlohmann::ordered_json extra = nlohmann::ordered_json::object();
     if (args->Has("no-thinking")) extra["enable_thinking"] = false;
@@ -119,8 +128,6 @@ int RunGenerate(const std::vector<std::string>& argv) {
   }
   if (!ids.ok()) return Fail("generate", ids.status());
 
-  runtime::CpuBackend backend({.threads = static_cast<int>(*threads),
-                               .overlap_decode = !args->Has("no-overlap")});
   runtime::GenerationRequest request{.prompt = *ids, .sampling = params};
   absl::StatusOr<runtime::GenerationResult> result = runtime::Generate(
       backend, **model, *tokenizer, request, [json](const runtime::GeneratedToken& t) {
@@ -131,9 +138,10 @@ int RunGenerate(const std::vector<std::string>& argv) {
         return true;
       });
   if (!result.ok()) return Fail("generate", result.status());
-  const double prefill_tps = result->prefill_seconds > 0
-                                 ? static_cast<double>(result->prompt_tokens) / result->prefill_seconds
-                                 : 0;
+  const double prefill_tps =
+      result->prefill_seconds > 0
+          ? static_cast<double>(result->prompt_tokens) / result->prefill_seconds
+          : 0;
   if (json) {
     nlohmann::json out = {
         {"token_ids", result->token_ids},
