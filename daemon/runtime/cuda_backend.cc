@@ -138,6 +138,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr
     return absl::InvalidArgumentError(
         absl::StrCat("the arena granule must be a power of two, got ", options.granule));
   }
+  if (options.max_pass_tokens == 0) {
+    return absl::InvalidArgumentError("a forward pass must take at least one token");
+  }
   if (options.staging_buffers < 2 || options.staging_bytes < kFillPiece) {
     return absl::InvalidArgumentError(
         absl::StrCat("placement needs at least two staging buffers of ", kFillPiece, " bytes"));
@@ -558,18 +561,14 @@ absl::Status CudaBackend::Forward(const PlacedModel& model, std::span<const Sequ
         "forward-pass kernels are not built; serve the model from a node with devices: [cpu]"));
   }
   const ModelConfig& c = m->config();
-  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
-  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const int64_t V = c.vocab_size;
   const int64_t S = static_cast<int64_t>(batch.size());
   if (batch.empty()) return absl::InvalidArgumentError("Forward: empty batch");
   if (logits.size() < static_cast<size_t>(S * V)) {
     return absl::InvalidArgumentError(absl::StrCat("Forward: logits hold ", logits.size(),
                                                    " values; ", S, " sequences need ", S * V));
   }
-  // Per row: its position and its sequence's first page in `pages`.
-  std::vector<uint32_t> pages;
-  std::vector<int32_t> row_first_page, row_position, tokens;
-  uint64_t positions_per_page = 0;
+  int64_t rows = 0;
   for (const SequenceStep& s : batch) {
     const auto* cache = dynamic_cast<const CudaKvCache*>(s.cache);
     if (cache == nullptr || &cache->pool() != kv_pool_.get()) {
@@ -587,6 +586,56 @@ absl::Status CudaBackend::Forward(const PlacedModel& model, std::span<const Sequ
             absl::StrCat("token id ", t, " is outside the vocabulary of ", V));
       }
     }
+    rows += static_cast<int64_t>(s.tokens.size());
+  }
+  absl::MutexLock forward_lock(&forward_mu_);
+  const int64_t limit = static_cast<int64_t>(options_.max_pass_tokens);
+  if (rows <= limit) return ForwardPass(*m, *ops, batch, logits);
+  // Long prompts in passes of at most `limit` tokens, each sequence's tokens in order: a pass
+  // writes its keys and values before the next reads them. A sequence's logits are those of the
+  // pass that holds its last token.
+  std::vector<size_t> done(batch.size(), 0);
+  std::vector<SequenceStep> pass;
+  std::vector<size_t> owner;
+  std::vector<float> pass_logits;
+  while (true) {
+    pass.clear();
+    owner.clear();
+    int64_t room = limit;
+    for (size_t i = 0; i < batch.size() && room > 0; ++i) {
+      const size_t left = batch[i].tokens.size() - done[i];
+      if (left == 0) continue;
+      const size_t take = std::min<size_t>(left, static_cast<size_t>(room));
+      pass.push_back({batch[i].cache, batch[i].tokens.subspan(done[i], take)});
+      owner.push_back(i);
+      room -= static_cast<int64_t>(take);
+    }
+    if (pass.empty()) return absl::OkStatus();
+    pass_logits.resize(pass.size() * V);
+    DF11_RETURN_IF_ERROR(ForwardPass(*m, *ops, pass, pass_logits));
+    for (size_t k = 0; k < pass.size(); ++k) {
+      const size_t i = owner[k];
+      done[i] += pass[k].tokens.size();
+      if (done[i] == batch[i].tokens.size()) {
+        std::copy_n(pass_logits.begin() + k * V, V, logits.begin() + i * V);
+      }
+    }
+  }
+}
+
+absl::Status CudaBackend::ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
+                                      std::span<const SequenceStep> batch,
+                                      std::span<float> logits) {
+  const ModelConfig& c = m.config();
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const int64_t S = static_cast<int64_t>(batch.size());
+  // Per row: its position and its sequence's first page in `pages`.
+  std::vector<uint32_t> pages;
+  std::vector<int32_t> row_first_page, row_position, tokens;
+  uint64_t positions_per_page = 0;
+  for (const SequenceStep& s : batch) {
+    const auto* cache = static_cast<const CudaKvCache*>(s.cache);
     positions_per_page = cache->table().positions_per_page;
     for (size_t t = 0; t < s.tokens.size(); ++t) {
       row_first_page.push_back(static_cast<int32_t>(pages.size()));
@@ -601,8 +650,7 @@ absl::Status CudaBackend::Forward(const PlacedModel& model, std::span<const Sequ
   DF11_ASSIGN_OR_RETURN(const RopeTable full_rope, RopeTable::Of(full_rotary, c.rotary_dim));
   DF11_ASSIGN_OR_RETURN(const RopeTable sliding_rope, RopeTable::Of(sliding_rotary, c.rotary_dim));
 
-  absl::MutexLock forward_lock(&forward_mu_);
-  // The step's buffers, one arena allocation: activations, logits and the KV metadata.
+  // The pass's buffers, one arena allocation: activations, logits and the KV metadata.
   ForwardBuffers b;
   uint64_t bytes = 0;
   auto take = [&bytes](uint64_t& at, uint64_t n) {
@@ -630,7 +678,7 @@ absl::Status CudaBackend::Forward(const PlacedModel& model, std::span<const Sequ
     forward_id_ = b.id;
   }
   const absl::Status status =
-      ForwardSteps(*m, *ops, batch, tokens, pages, row_first_page, row_position, positions_per_page,
+      ForwardSteps(m, ops, batch, tokens, pages, row_first_page, row_position, positions_per_page,
                    full_rope, sliding_rope, b, logits);
   // Every launch that reads the buffers has finished before they go back to the arena.
   const absl::Status synced = device_->StreamSynchronize(compute_stream_->get());

@@ -92,6 +92,9 @@ class CudaBackend final : public Backend {
     // (docs/PERFORMANCE.md).
     int threads = 0;
     uint64_t library_workspace_bytes = 32 << 20;  // cuBLAS's (NVIDIA's advice for Hopper)
+    // Tokens of one forward pass at most: a longer prompt runs in several passes, so that a pass's
+    // buffers (about 100 KB per token for an 8B model) stay small next to the arena.
+    uint64_t max_pass_tokens = 2048;
   };
 
   // The threads that fill the staging buffers under `options` (Options::threads resolved).
@@ -174,7 +177,11 @@ class CudaBackend final : public Backend {
 
   CudaBackend(std::unique_ptr<GpuDevice> device, const Options& options);
   absl::Status Init();
-  // The work of Forward once its buffers are allocated.
+  // One pass of Forward over a checked batch (at most max_pass_tokens tokens), under forward_mu_.
+  absl::Status ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
+                           std::span<const SequenceStep> batch, std::span<float> logits)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(forward_mu_) ABSL_LOCKS_EXCLUDED(mu_, decode_mu_);
+  // The work of a pass once its buffers are allocated.
   absl::Status ForwardSteps(const CudaPlacedModel& m, ForwardOps& ops,
                             std::span<const SequenceStep> batch, std::span<const int32_t> tokens,
                             std::span<const uint32_t> pages,

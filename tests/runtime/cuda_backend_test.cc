@@ -606,6 +606,43 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CudaForwardTest,
                          ::testing::Values("llama3", "qwen2", "qwen3", "mistral", "gemma2",
                                            "gemma3", "gemma3_mm", "phi3"));
 
+// Prompts longer than a pass run in several passes; the logits and the next steps are the same.
+TEST_F(CudaBackendTest, LongPromptsRunInPassesWithTheSameResults) {
+  CudaBackend::Options small_passes = SmallOptions();
+  small_passes.max_pass_tokens = 4;
+  std::unique_ptr<CudaBackend> whole = NewBackend(SmallOptions());
+  std::unique_ptr<CudaBackend> passes = NewBackend(small_passes);
+  ASSERT_NE(whole, nullptr);
+  ASSERT_NE(passes, nullptr);
+  const std::string dir = Df11Dir("gemma3");
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> a, Place(*whole, dir));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> b, Place(*passes, dir));
+  const int64_t V = a->config().vocab_size;
+  // Three sequences of 17, 1 and 6 tokens: passes split the first across sequences' boundaries.
+  const std::vector<std::vector<int32_t>> prompts = {
+      {11, 250, 12, 13, 14, 15, 16, 200, 201, 3, 4, 5, 6, 7, 8, 9, 10}, {5}, {3, 17, 42, 7, 99, 1}};
+  std::vector<float> expected(prompts.size() * V), got(prompts.size() * V);
+  std::vector<std::unique_ptr<KvCache>> caches;
+  for (auto [backend, model, out] :
+       {std::tuple{whole.get(), a.get(), &expected}, {passes.get(), b.get(), &got}}) {
+    std::vector<SequenceStep> steps;
+    for (const auto& p : prompts) {
+      DF11_ASSERT_OK_AND_ASSIGN(caches.emplace_back(), backend->NewCache(model->config(), 32));
+      steps.push_back({caches.back().get(), p});
+    }
+    DF11_ASSERT_OK(backend->Forward(*model, steps, *out));
+    for (size_t i = 0; i < steps.size(); ++i) {
+      EXPECT_EQ(steps[i].cache->length(), static_cast<int64_t>(prompts[i].size()));
+    }
+  }
+  if (emulated_ != nullptr) {
+    EXPECT_EQ(got, expected);
+  } else {
+    EXPECT_LE(RelativeL2(got, std::vector<double>(expected.begin(), expected.end())), 1e-3);
+  }
+  caches.clear();
+}
+
 TEST_F(CudaBackendTest, ForwardRefusesBadSteps) {
   std::unique_ptr<CudaBackend> backend = NewBackend(SmallOptions());
   ASSERT_NE(backend, nullptr);
