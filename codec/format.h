@@ -51,7 +51,9 @@ inline constexpr char kConfigKey[] = "dfloat11_config";
 inline constexpr char kWriterVersion[] = "0.5.0";
 
 // Number of 4096-byte blocks covering `n_bytes` of bitstream.
-constexpr size_t NumBlocks(size_t n_bytes) { return (n_bytes + kBytesPerBlock - 1) / kBytesPerBlock; }
+constexpr size_t NumBlocks(size_t n_bytes) {
+  return (n_bytes + kBytesPerBlock - 1) / kBytesPerBlock;
+}
 
 // BF16 split: the exponent is the Huffman symbol; sign and 7 mantissa bits share one byte.
 constexpr uint8_t Exponent(uint16_t bf16) { return static_cast<uint8_t>((bf16 >> 7) & 0xFF); }
@@ -60,6 +62,13 @@ constexpr uint8_t SignMantissa(uint16_t bf16) {
 }
 // A BF16 value as fp32: the BF16 bits are the top half of the fp32 bits.
 constexpr float Bf16ToFloat(uint16_t bf16) { return std::bit_cast<float>(uint32_t{bf16} << 16); }
+// The BF16 value nearest to `f` (ties to even), as GPUs round; a NaN stays a (quiet) NaN.
+inline uint16_t FloatToBf16(float f) {
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  if (f != f) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
 constexpr uint16_t JoinBf16(uint8_t exponent, uint8_t sign_mantissa) {
   return static_cast<uint16_t>(((sign_mantissa & 0x80u) << 8) | (unsigned{exponent} << 7) |
                                (sign_mantissa & 0x7Fu));

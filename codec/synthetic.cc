@@ -1,20 +1,14 @@
 #include "codec/synthetic.h"
 
-#include "codec/format.h"
-
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "codec/format.h"
+
 namespace df11::codec {
 
-uint16_t FloatToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
+uint16_t FloatToBf16(float f) { return format::FloatToBf16(f); }
 
 float Bf16ToFloat(uint16_t bf16) { return format::Bf16ToFloat(bf16); }
 

@@ -12,6 +12,7 @@ namespace df11::runtime {
 namespace {
 
 using format::Bf16ToFloat;
+using format::FloatToBf16;
 
 // The address of position `pos` of row r's sequence in this layer's keys (values when `value`).
 const uint16_t* KvAt(const PagedKv& kv, int64_t r, int64_t pos, bool value) {
@@ -22,14 +23,6 @@ const uint16_t* KvAt(const PagedKv& kv, int64_t r, int64_t pos, bool value) {
 }
 
 }  // namespace
-
-uint16_t RoundToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  bits += 0x7FFF + ((bits >> 16) & 1);
-  return static_cast<uint16_t>(bits >> 16);
-}
 
 absl::Status ReferenceForwardOps::Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias,
                                          int64_t rows, int64_t in, int64_t out, void* y,
@@ -45,7 +38,7 @@ absl::Status ReferenceForwardOps::Linear(const uint16_t* x, const uint16_t* w, c
       if (y_fp32) {
         static_cast<float*>(y)[r * out + o] = sum;
       } else {
-        static_cast<uint16_t*>(y)[r * out + o] = RoundToBf16(sum);
+        static_cast<uint16_t*>(y)[r * out + o] = FloatToBf16(sum);
       }
     }
   }
@@ -78,7 +71,7 @@ void RmsNormRows(const T* x, const uint16_t* w, int64_t rows, int64_t n, float e
       if constexpr (std::is_same_v<Out, float>) {
         y[r * n + i] = out;
       } else {
-        y[r * n + i] = RoundToBf16(out);
+        y[r * n + i] = FloatToBf16(out);
       }
     }
   }
@@ -115,8 +108,8 @@ absl::Status ReferenceForwardOps::Rope(uint16_t* x, int64_t rows, int64_t heads,
         const float angle = static_cast<float>(pos) * inverse[i];
         const float cos = std::cos(angle) * t.scale, sin = std::sin(angle) * t.scale;
         const float a = Bf16ToFloat(v[i]), b = Bf16ToFloat(v[i + half]);
-        v[i] = RoundToBf16(a * cos - b * sin);
-        v[i + half] = RoundToBf16(b * cos + a * sin);
+        v[i] = FloatToBf16(a * cos - b * sin);
+        v[i + half] = FloatToBf16(b * cos + a * sin);
       }
     }
   }
@@ -164,7 +157,7 @@ absl::Status ReferenceForwardOps::Attention(const uint16_t* q, int64_t rows,
         const float p = scores[j - first] / total;
         for (int64_t i = 0; i < d; ++i) acc[i] += p * Bf16ToFloat(v[i]);
       }
-      for (int64_t i = 0; i < d; ++i) out[(r * s.heads + h) * d + i] = RoundToBf16(acc[i]);
+      for (int64_t i = 0; i < d; ++i) out[(r * s.heads + h) * d + i] = FloatToBf16(acc[i]);
     }
   }
   return absl::OkStatus();
@@ -182,7 +175,7 @@ absl::Status ReferenceForwardOps::GatedActivation(const uint16_t* gate, const ui
     } else {
       a = g / (1.0f + std::exp(-g));
     }
-    y[i] = RoundToBf16(a * Bf16ToFloat(up[i]));
+    y[i] = FloatToBf16(a * Bf16ToFloat(up[i]));
   }
   return absl::OkStatus();
 }

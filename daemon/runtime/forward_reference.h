@@ -1,15 +1,13 @@
-// ForwardOps computed on the host, one operation after another: the definition of what each
-// operation gives (forward_ops.h), used by the tests' emulated GPU, whose "device" memory is host
-// memory, and as the reference the CUDA kernels are checked against.
+// ForwardOps computed on the host, one operation after another, rounding as the kernels do
+// (format::FloatToBf16): the definition of what each operation gives (forward_ops.h), used by the
+// tests' emulated GPU, whose "device" memory is host memory, and as the reference the CUDA
+// kernels are checked against.
 #ifndef DF11_DAEMON_RUNTIME_FORWARD_REFERENCE_H_
 #define DF11_DAEMON_RUNTIME_FORWARD_REFERENCE_H_
 
 #include "daemon/runtime/forward_ops.h"
 
 namespace df11::runtime {
-
-// BF16 nearest to `f` (ties to even), as the kernels round.
-uint16_t RoundToBf16(float f);
 
 class ReferenceForwardOps final : public ForwardOps {
  public:

@@ -188,42 +188,31 @@ absl::Status ParseSlidingWindows(const Json& config, ModelConfig& c) {
 // Gemma2Config's and Gemma3TextConfig's defaults: the released multimodal configs leave most of
 // them out.
 Json GemmaDefaults(Architecture architecture) {
+  Json d{{"hidden_size", 2304},
+         {"intermediate_size", 9216},
+         {"num_hidden_layers", 26},
+         {"num_attention_heads", 8},
+         {"num_key_value_heads", 4},
+         {"head_dim", 256},
+         {"hidden_activation", "gelu_pytorch_tanh"},
+         {"rms_norm_eps", 1e-6},
+         {"bos_token_id", 2},
+         {"eos_token_id", 1},
+         {"tie_word_embeddings", true},
+         {"query_pre_attn_scalar", 256},
+         {"sliding_window", 4096}};
   if (architecture == Architecture::kGemma2) {
-    return Json{{"vocab_size", 256000},
-                {"hidden_size", 2304},
-                {"intermediate_size", 9216},
-                {"num_hidden_layers", 26},
-                {"num_attention_heads", 8},
-                {"num_key_value_heads", 4},
-                {"head_dim", 256},
-                {"hidden_activation", "gelu_pytorch_tanh"},
-                {"max_position_embeddings", 8192},
-                {"rms_norm_eps", 1e-6},
-                {"bos_token_id", 2},
-                {"eos_token_id", 1},
-                {"tie_word_embeddings", true},
-                {"query_pre_attn_scalar", 256},
-                {"sliding_window", 4096},
-                {"sliding_window_pattern", 2},
-                {"attn_logit_softcapping", 50.0},
-                {"final_logit_softcapping", 30.0}};
+    d.update(Json{{"vocab_size", 256000},
+                  {"max_position_embeddings", 8192},
+                  {"sliding_window_pattern", 2},
+                  {"attn_logit_softcapping", 50.0},
+                  {"final_logit_softcapping", 30.0}});
+  } else {
+    d.update(Json{{"vocab_size", 262208},
+                  {"max_position_embeddings", 131072},
+                  {"sliding_window_pattern", 6}});
   }
-  return Json{{"vocab_size", 262208},
-              {"hidden_size", 2304},
-              {"intermediate_size", 9216},
-              {"num_hidden_layers", 26},
-              {"num_attention_heads", 8},
-              {"num_key_value_heads", 4},
-              {"head_dim", 256},
-              {"hidden_activation", "gelu_pytorch_tanh"},
-              {"max_position_embeddings", 131072},
-              {"rms_norm_eps", 1e-6},
-              {"bos_token_id", 2},
-              {"eos_token_id", 1},
-              {"tie_word_embeddings", true},
-              {"query_pre_attn_scalar", 256},
-              {"sliding_window", 4096},
-              {"sliding_window_pattern", 6}};
+  return d;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {

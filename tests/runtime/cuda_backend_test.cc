@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/codec/test_data.h"
 #include "tests/runtime/emulated_gpu_device.h"
+#include "tests/testing/logits.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_data_dir.h"
 #if defined(DF11_TEST_ON_GPU)
@@ -37,6 +38,8 @@ namespace df11::runtime {
 namespace {
 
 namespace fs = std::filesystem;
+using ::df11::testing::Argmax;
+using ::df11::testing::RelativeL2;
 using ::df11::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -516,19 +519,6 @@ const nlohmann::json& EngineGoldens() {
     return new nlohmann::json(nlohmann::json::parse(in));
   }();
   return *goldens;
-}
-
-double RelativeL2(std::span<const float> a, const std::vector<double>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (a[i] - b[i]) * (a[i] - b[i]);
-    norm += b[i] * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-int32_t Argmax(std::span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
 // Every architecture of the engine goldens (tests/data/engine, from transformers), from its DF11

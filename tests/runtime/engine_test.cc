@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/logits.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_data_dir.h"
 
@@ -27,6 +28,8 @@ namespace df11::runtime {
 namespace {
 
 namespace fs = std::filesystem;
+using ::df11::testing::Argmax;
+using ::df11::testing::RelativeL2;
 using ::df11::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -48,19 +51,6 @@ fs::path Df11Dir(const std::string& name) {
     EXPECT_TRUE(codec::CompressModel((EngineData() / name).string(), dst.string(), {}).ok());
   }
   return dst;
-}
-
-double RelativeL2(const std::vector<float>& a, const std::vector<double>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (a[i] - b[i]) * (a[i] - b[i]);
-    norm += b[i] * b[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-int32_t Argmax(std::span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
 struct Generation {

@@ -31,7 +31,7 @@ std::vector<uint16_t> RandomBf16(size_t n, uint64_t seed, float stddev = 1.0f) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, stddev);
   std::vector<uint16_t> v(n);
-  for (uint16_t& x : v) x = RoundToBf16(normal(rng));
+  for (uint16_t& x : v) x = format::FloatToBf16(normal(rng));
   return v;
 }
 
@@ -80,7 +80,7 @@ TEST(ReferenceForwardOpsTest, RopeIsTheEnginesRoundedOnce) {
     ReferenceForwardOps ops;
     DF11_ASSERT_OK(
         ops.Rope(x.data(), positions.size(), heads, d, positions.data(), table, nullptr));
-    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], RoundToBf16(expected[i])) << i;
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i], format::FloatToBf16(expected[i])) << i;
   }
 }
 

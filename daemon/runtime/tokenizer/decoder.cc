@@ -114,20 +114,9 @@ absl::Status Decoder::AddStep(const Json& v, const std::string& path, bool neste
     step.drop_in_first = m.prepend_scheme != PrependScheme::kNever;
   } else if (type == "Replace") {
     step.kind = Kind::kReplace;
-    const Json* pattern = FindField(v, "pattern");
-    if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1) {
-      return Malformed(absl::StrCat(path, ".pattern"),
-                       "expected {\"String\": ...} or {\"Regex\": ...}");
-    }
-    if (pattern->contains("Regex")) {
-      return Unsupported(absl::StrCat(path, ".pattern"), "a Regex pattern", kSupported);
-    }
-    DF11_ASSIGN_OR_RETURN(step.pattern,
-                          RequiredString(*pattern, "String", absl::StrCat(path, ".pattern")));
-    if (step.pattern.empty()) {
-      return Unsupported(absl::StrCat(path, ".pattern"), "an empty pattern", kSupported);
-    }
-    DF11_ASSIGN_OR_RETURN(step.content, RequiredString(v, "content", path));
+    DF11_ASSIGN_OR_RETURN(const StringReplace r, ParseStringReplace(v, path, kSupported));
+    step.pattern = r.pattern;
+    step.content = r.content;
   } else {
     return Unsupported(path, absl::StrCat("type \"", type, "\""), kSupported);
   }

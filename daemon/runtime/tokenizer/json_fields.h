@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace df11::runtime::tokenizer_internal {
@@ -73,6 +74,32 @@ inline absl::StatusOr<int32_t> ParseId(const Json& v, const std::string& path) {
     return Malformed(path, "expected a non-negative integer id");
   }
   return static_cast<int32_t>(id);
+}
+
+// A "Replace" component (a normalizer or a decoder step): its String pattern and its content.
+// kFailedPrecondition naming `supported` for a Regex or an empty pattern (tokenizers would turn
+// "" into a regex that matches between every two characters).
+struct StringReplace {
+  std::string pattern, content;
+};
+inline absl::StatusOr<StringReplace> ParseStringReplace(const Json& v, const std::string& path,
+                                                        const std::string& supported) {
+  const Json* pattern = FindField(v, "pattern");
+  if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1) {
+    return Malformed(absl::StrCat(path, ".pattern"),
+                     "expected {\"String\": ...} or {\"Regex\": ...}");
+  }
+  if (pattern->contains("Regex")) {
+    return Unsupported(absl::StrCat(path, ".pattern"), "a Regex pattern", supported);
+  }
+  StringReplace r;
+  DF11_ASSIGN_OR_RETURN(r.pattern,
+                        RequiredString(*pattern, "String", absl::StrCat(path, ".pattern")));
+  if (r.pattern.empty()) {
+    return Unsupported(absl::StrCat(path, ".pattern"), "an empty pattern", supported);
+  }
+  DF11_ASSIGN_OR_RETURN(r.content, RequiredString(v, "content", path));
+  return r;
 }
 
 // The "type" string of a component object at `path`.

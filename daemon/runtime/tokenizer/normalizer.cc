@@ -24,24 +24,8 @@ absl::Status Normalizer::AddStep(const Json& v, const std::string& path, bool ne
     return absl::OkStatus();
   }
   if (type == "Replace") {
-    const Json* pattern = FindField(v, "pattern");
-    if (pattern == nullptr || !pattern->is_object() || pattern->size() != 1) {
-      return Malformed(absl::StrCat(path, ".pattern"),
-                       "expected {\"String\": ...} or {\"Regex\": ...}");
-    }
-    if (pattern->contains("Regex")) {
-      return Unsupported(absl::StrCat(path, ".pattern"), "a Regex pattern", kSupported);
-    }
-    Step step;
-    step.kind = Kind::kReplace;
-    DF11_ASSIGN_OR_RETURN(step.pattern,
-                          RequiredString(*pattern, "String", absl::StrCat(path, ".pattern")));
-    // tokenizers would compile "" to a regex that matches between every two characters.
-    if (step.pattern.empty()) {
-      return Unsupported(absl::StrCat(path, ".pattern"), "an empty pattern", kSupported);
-    }
-    DF11_ASSIGN_OR_RETURN(step.content, RequiredString(v, "content", path));
-    steps_.push_back(std::move(step));
+    DF11_ASSIGN_OR_RETURN(const StringReplace r, ParseStringReplace(v, path, kSupported));
+    steps_.push_back(Step{Kind::kReplace, r.pattern, r.content});
     return absl::OkStatus();
   }
   if (type == "Prepend") {
