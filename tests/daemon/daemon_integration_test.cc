@@ -1,11 +1,13 @@
 // df11d end to end: the real daemon on 127.0.0.1 with three models of three architectures
 // (the DF11 demo model, a BF16 Llama and a DF11 Qwen2 made by `df11 synth` / `df11 compress`),
-// driven through libdf11client, df11ctl and raw gRPC, and compared with `df11 generate`.
+// driven through libdf11client, df11ctl and raw gRPC, and compared with `df11 generate`; and the
+// engine goldens' other architectures, compared with transformers.
 #include <signal.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -26,6 +28,7 @@
 #include "tests/daemon/daemon_process.h"
 #include "tests/hub/fake_hub.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data_dir.h"
 
 namespace df11 {
 namespace {
@@ -291,6 +294,64 @@ TEST_F(DaemonTest, ConcurrentStreamsAcrossModelsMatchOfflineGeneration) {
   // The engine switched models while serving them.
   EXPECT_THAT(testing::HttpGet(daemon_->http_port(), "/metrics"),
               HasSubstr("df11_model_swaps_total{device=\"cpu\"}"));
+}
+
+// Every architecture of the engine goldens (tests/data/engine: Mistral, Gemma 2, Gemma 3 text and
+// multimodal, Phi-3) served by df11d from its DF11 directory, written by `df11 compress`: the
+// greedy tokens transformers gave. The fixtures have no tokenizer, so the test gives each a
+// byte-fallback tokenizer.json covering its vocabulary and sends token ids.
+TEST_F(DaemonTest, ServesEveryArchitectureOfTheEngineGoldens) {
+  std::ifstream in(testing::TestDataDir("engine") / "goldens.json");
+  const nlohmann::json goldens = nlohmann::json::parse(in)["models"];
+  for (const char* name : {"mistral", "gemma2", "gemma3", "gemma3_mm", "phi3"}) {
+    SCOPED_TRACE(name);
+    const fs::path bf16 = fs::path(*root_) / absl::StrCat("engine_", name);
+    const fs::path df11 = fs::path(*root_) / absl::StrCat("engine_", name, "_df11");
+    fs::copy(testing::TestDataDir("engine") / name, bf16);
+    nlohmann::json vocab = nlohmann::json::object();
+    for (int b = 0; b < 256; ++b) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+      vocab[hex] = b;
+    }
+    for (int id = 256; id < 320; ++id) vocab[absl::StrCat("t", id)] = id;
+    const nlohmann::json tokenizer = {
+        {"version", "1.0"},
+        {"added_tokens", nlohmann::json::array()},
+        {"normalizer", nullptr},
+        {"pre_tokenizer", nullptr},
+        {"post_processor", nullptr},
+        {"decoder",
+         {{"type", "Sequence"}, {"decoders", {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}}}}},
+        {"model",
+         {{"type", "BPE"},
+          {"byte_fallback", true},
+          {"fuse_unk", false},
+          {"unk_token", nullptr},
+          {"vocab", vocab},
+          {"merges", nlohmann::json::array()}}}};
+    std::ofstream(bf16 / "tokenizer.json") << tokenizer.dump();
+    testing::MustRun(absl::StrCat(Tool(), " compress ", bf16.string(), " ", df11.string()));
+    v1::LoadModelRequest load;
+    load.set_source(df11.string());
+    load.set_name(name);
+    absl::StatusOr<v1::LoadModelProgress> done = client_->LoadModel(load, nullptr);
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_TRUE(done->model().df11());
+    const nlohmann::json& golden = goldens[name][1];
+    v1::GenerateRequest r;
+    r.set_model(name);
+    for (int32_t id : golden["prompt"]) r.mutable_token_ids()->add_ids(id);
+    r.set_max_tokens(static_cast<int32_t>(golden["greedy"].size()));
+    r.set_ignore_eos(true);
+    r.mutable_sampling()->set_temperature(0);
+    const Generated g = Generate(*client_, r);
+    ASSERT_TRUE(g.status.ok()) << g.status;
+    EXPECT_EQ(g.token_ids, golden["greedy"].get<std::vector<int32_t>>());
+    v1::UnloadModelRequest unload;
+    unload.set_name(name);
+    EXPECT_TRUE(client_->UnloadModel(unload).ok());
+  }
 }
 
 TEST_F(DaemonTest, EveryByteIsAccounted) {
