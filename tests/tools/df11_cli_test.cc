@@ -257,6 +257,15 @@ TEST(Df11CliTest, EngineBenchPrintsOneJsonObject) {
             j["configs"]["bf16"]["model_resident_bytes"].get<uint64_t>());
   EXPECT_TRUE(j["ratios"]["df11"].contains("decode_vs_bf16"));
   EXPECT_EQ(j["device"], "cpu");
+  // Several sequences decoded together.
+  Result batched = Df11("engine-bench --df11 " + df11.string() +
+                        " --prompt-tokens 5 --tokens 2 --runs 1 --threads 2 --batch 3 --json");
+  ASSERT_EQ(batched.exit_code, 0) << batched.output;
+  const nlohmann::json b = nlohmann::json::parse(batched.output);
+  EXPECT_EQ(b["batch"], 3);
+  EXPECT_GT(b["configs"]["df11"]["decode_tokens_per_second"].get<double>(), 0);
+  EXPECT_EQ(b["configs"]["df11"]["kv_cache_bytes"].get<uint64_t>(),
+            3 * j["configs"]["df11"]["kv_cache_bytes"].get<uint64_t>() * 7 / 11);
 }
 
 }  // namespace

@@ -25,8 +25,8 @@ constexpr char kHelp[] = R"(Usage: df11 engine-bench [--df11 DIR] [--bf16 DIR] [
 
 Runs the engine on a DF11 model and on the same model in BF16 (either may be left out) with
 random prompt tokens and reports, per configuration, the median of --runs of:
-  prefill   one forward pass over --prompt-tokens tokens        tokens/s
-  decode    --tokens single-token passes after that prompt      tokens/s
+  prefill   a forward pass over --prompt-tokens tokens per sequence   tokens/s
+  decode    --tokens steps of every sequence, batched, after that     tokens/s (all sequences)
 Configurations: bf16; df11 (the next block decoded while the current one computes); and, on the
 CPU, df11-sequential (each block decoded, then computed). They run in alternation, so a change in the
 machine's speed hits all of them alike; the ratios df11/bf16 are the result to quote. Memory: each
@@ -34,7 +34,8 @@ model's resident bytes (DF11: compressed units + passthrough tensors), the backe
 KV cache, and the process's peak RSS.
 
   --prompt-tokens N   prompt length (default 128)
-  --tokens N          decoded tokens per run (default 16)
+  --tokens N          decoded tokens per sequence and run (default 16)
+  --batch N           sequences decoded together (default 1)
   --runs N            runs per configuration (default 3)
   --device D          cpu (default) or cuda:N (the CUDA backend: both models resident in one
                       arena of 90 % of the GPU's memory, of which 10 % is the KV pool)
@@ -66,35 +67,49 @@ struct Config {
   uint64_t kv_bytes = 0;
 };
 
-// One prefill and `tokens` decode steps (each feeding the argmax of the last logits).
-absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t tokens) {
+// `batch` sequences: each prompt's prefill on its own, then `tokens` decode steps of all of them
+// in one batch (each feeding the argmax of its last logits).
+absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t tokens, int64_t batch) {
   const runtime::ModelConfig& mc = c.model->config();
-  DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::KvCache> cache,
-                        c.backend->NewCache(mc, static_cast<int64_t>(prompt.size()) + tokens));
-  c.kv_bytes = cache->bytes();
-  std::vector<float> logits(mc.vocab_size);
-  runtime::SequenceStep step{cache.get(), prompt};
+  const size_t V = static_cast<size_t>(mc.vocab_size);
+  std::vector<std::unique_ptr<runtime::KvCache>> caches;
+  c.kv_bytes = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    DF11_ASSIGN_OR_RETURN(caches.emplace_back(),
+                          c.backend->NewCache(mc, static_cast<int64_t>(prompt.size()) + tokens));
+    c.kv_bytes += caches.back()->bytes();
+  }
+  std::vector<float> logits(batch * V);
   auto start = Clock::now();
-  DF11_RETURN_IF_ERROR(c.backend->Forward(*c.model, std::span(&step, 1), logits));
-  c.prefill_tps.push_back(prompt.size() /
+  for (int64_t b = 0; b < batch; ++b) {
+    runtime::SequenceStep step{caches[b].get(), prompt};
+    DF11_RETURN_IF_ERROR(
+        c.backend->Forward(*c.model, std::span(&step, 1), std::span(logits).subspan(b * V, V)));
+  }
+  c.prefill_tps.push_back(batch * prompt.size() /
                           std::chrono::duration<double>(Clock::now() - start).count());
+  std::vector<int32_t> next(batch);
+  std::vector<runtime::SequenceStep> steps(batch);
   start = Clock::now();
   for (int64_t i = 0; i < tokens; ++i) {
-    const int32_t next =
-        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    runtime::SequenceStep s{cache.get(), std::span(&next, 1)};
-    DF11_RETURN_IF_ERROR(c.backend->Forward(*c.model, std::span(&s, 1), logits));
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto row = logits.begin() + b * V;
+      next[b] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+      steps[b] = runtime::SequenceStep{caches[b].get(), std::span(&next[b], 1)};
+    }
+    DF11_RETURN_IF_ERROR(c.backend->Forward(*c.model, steps, logits));
   }
-  c.decode_tps.push_back(tokens / std::chrono::duration<double>(Clock::now() - start).count());
+  c.decode_tps.push_back(batch * tokens /
+                         std::chrono::duration<double>(Clock::now() - start).count());
   return absl::OkStatus();
 }
 
 }  // namespace
 
 int RunEngineBench(const std::vector<std::string>& argv) {
-  absl::StatusOr<Args> args =
-      Args::Parse(argv, {"df11", "bf16", "prompt-tokens", "tokens", "runs", "threads", "device"},
-                  {"json", "help"});
+  absl::StatusOr<Args> args = Args::Parse(
+      argv, {"df11", "bf16", "prompt-tokens", "tokens", "runs", "threads", "device", "batch"},
+      {"json", "help"});
   if (!args.ok()) return UsageError("engine-bench", std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (!args->positional().empty()) return UsageError("engine-bench", "unexpected argument");
@@ -104,9 +119,10 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   absl::StatusOr<int64_t> prompt_tokens = args->GetInt("prompt-tokens", 128, 1, 1 << 16);
   absl::StatusOr<int64_t> tokens = args->GetInt("tokens", 16, 1, 1 << 16);
   absl::StatusOr<int64_t> runs = args->GetInt("runs", 3, 1, 1000);
+  absl::StatusOr<int64_t> batch = args->GetInt("batch", 1, 1, 4096);
   absl::StatusOr<int64_t> threads =
       args->GetInt("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024);
-  for (const auto* v : {&prompt_tokens, &tokens, &runs, &threads}) {
+  for (const auto* v : {&prompt_tokens, &tokens, &runs, &threads, &batch}) {
     if (!v->ok()) return UsageError("engine-bench", std::string(v->status().message()));
   }
   const bool json = args->Has("json");
@@ -168,7 +184,9 @@ int RunEngineBench(const std::vector<std::string>& argv) {
       if (!json)
         std::fprintf(stderr, "run %lld/%lld: %s\n", static_cast<long long>(run + 1),
                      static_cast<long long>(*runs), c.name.c_str());
-      if (absl::Status s = RunOnce(c, prompt, *tokens); !s.ok()) return Fail("engine-bench", s);
+      if (absl::Status s = RunOnce(c, prompt, *tokens, *batch); !s.ok()) {
+        return Fail("engine-bench", s);
+      }
     }
   }
 
@@ -176,6 +194,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
                         {"threads", n_threads},
                         {"prompt_tokens", *prompt_tokens},
                         {"decode_tokens", *tokens},
+                        {"batch", *batch},
                         {"runs", *runs},
                         {"layers", mc.num_layers},
                         {"hidden_size", mc.hidden_size},
