@@ -58,7 +58,7 @@ CpuKvCache::CpuKvCache(const ModelConfig& config, int64_t capacity,
       live_bytes_(std::move(live_bytes)) {
   int64_t elements = 0;
   for (int64_t l = 0; l < config.num_layers; ++l) {
-    const int64_t window = config.sliding_window[l];
+    const int64_t window = config.SlidingWindow(l);
     slots_.push_back(window > 0 ? std::min(capacity, window) : capacity);
     layer_offsets_.push_back(elements);
     elements += slots_.back() * row_;
@@ -233,7 +233,7 @@ void CpuBackend::LinearInterleaved(const codec::InterleavedUnit& u, size_t regio
 void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache,
                            int64_t new_tokens, int64_t first_row, float* out) {
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
-  const int64_t group = nh / nkv, window = c.sliding_window[layer];
+  const int64_t group = nh / nkv, window = c.SlidingWindow(layer);
   const int64_t start = cache.length();  // position of the first new token
   const float scale = c.attention_scale, softcap = c.attention_softcap;
   // A position's key and value: in the cache before `start`, in this step's rows from it on.
@@ -281,7 +281,7 @@ absl::Status CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const Lay
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
   const float offset = c.norm_weight_offset;
-  const RotaryEmbedding& rope = c.sliding_window[l] > 0 ? sliding_rope : full_rope;
+  const RotaryEmbedding& rope = c.SlidingWindow(l) > 0 ? sliding_rope : full_rope;
   // Attention.
   for (int64_t r = 0; r < rows; ++r)
     RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, offset, &h_[r * H]);

@@ -780,7 +780,7 @@ absl::Status CudaBackend::ForwardSteps(
     uint16_t *h = u16(b.h), *q = u16(b.q), *k = u16(b.k), *v = u16(b.v), *attn = u16(b.attn),
              *gate = u16(b.gate), *up = u16(b.up);
     const PagedKv kv = paged(l);
-    const int64_t window = c.sliding_window[l];
+    const int64_t window = c.SlidingWindow(l);
     // LayerTensorNames order: q k v o gate up down, input norm, MLP norm, q/k norms, q k v o
     // gate up down biases, attention-output and MLP-output norms.
     DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(7), rows, H, eps, offset, h, false, stream));

@@ -76,6 +76,9 @@ struct ModelConfig {
   // Per layer: 0 for full attention, else the number of most recent positions (the token's own
   // included) that a token attends to. A sliding layer's KV cache keeps only its window.
   std::vector<int64_t> sliding_window;
+  int64_t SlidingWindow(int64_t layer) const {
+    return layer < static_cast<int64_t>(sliding_window.size()) ? sliding_window[layer] : 0;
+  }
   RopeConfig rope;
   // The RoPE of sliding-window layers: Gemma 3's local base; the same as `rope` otherwise.
   RopeConfig sliding_rope;
