@@ -2,7 +2,7 @@
 # Every GPU check of df11d in one run, from an unpacked gpu-bundle (tools/gpu-bundle.sh); prints a
 # table last. Needs a CUDA GPU and driver; nothing else from the network or the distribution.
 #
-#   bash run-gpu-checks.sh [--only tests|sanitizer|bench] [--work DIR]
+#   bash run-gpu-checks.sh [--only tests|sanitizer|forward|bench] [--work DIR]
 #
 #   tests      every gpu-labelled test program: the CUDA devices, both decoders (the DF11 one with
 #              the codec's corpus, the interleaved one), the forward pass's operations against
@@ -12,6 +12,8 @@
 #   sanitizer  compute-sanitizer memcheck on both decoders, the forward operations and the
 #              backend, racecheck on the DF11 decoder (the interleaved one shares no memory
 #              between threads)
+#   forward    df11 engine-bench --device cuda:0 on a Qwen3-8B-shaped model (DF11 against BF16,
+#              batch 1 and 8), and tools/bench_reference_engines.py (transformers, dfloat11)
 #   bench      df11 gpu-bench (both decoders against a device copy); a Qwen3-8B-shaped model made
 #              with df11 synth + compress, then df11 gpu-load-bench on it (load against the
 #              host-to-device copy, per-layer decode, models per budget, DF11 and BF16)
@@ -24,7 +26,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --only) only=$2; shift 2;;
     --work) work=$2; shift 2;;
-    *) sed -n 2,18p "$0"; exit 2;;
+    *) sed -n 2,20p "$0"; exit 2;;
   esac
 done
 out=${OUT:-$work/results}
@@ -83,17 +85,41 @@ if [[ $only == all || $only == sanitizer ]]; then
   run memcheck_forward_ops "$cs" --tool memcheck --error-exitcode 1 "$bin/forward_ops_gpu_test"
 fi
 
-if [[ $only == all || $only == bench ]]; then
-  run gpu_bench sh -c "'$bin/df11' gpu-bench --json > '$out/gpu_bench.json'"
-  # Qwen3-8B's shapes with random weights: 36 layers, hidden 4096, MLP 12288, 32 heads of 128,
-  # 8 KV heads, vocabulary 151936, untied head.
-  m=$work/qwen3-8b-shaped
+# Qwen3-8B's shapes with random weights: 36 layers, hidden 4096, MLP 12288, 32 heads of 128,
+# 8 KV heads, vocabulary 151936, untied head.
+m=$work/qwen3-8b-shaped
+make_8b_model() {
   if [[ ! -f $m-df11/config.json ]]; then
     rm -rf "$m" "$m-df11"
     run make_8b_model sh -c "'$bin/df11' synth '$m' --arch qwen3 --layers 36 --hidden 4096 \
       --intermediate 12288 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936 --shards && \
       '$bin/df11' compress '$m' '$m-df11'"
   fi
+}
+
+if [[ $only == all || $only == forward ]]; then
+  make_8b_model
+  # The official package's pure-Python wheels (dfloat11, dahuffman, a setuptools with
+  # pkg_resources), carried in $DF11_WHEELS (default ./.whl) when the machine lacks them.
+  wheels=${DF11_WHEELS:-$PWD/.whl}
+  if ! python3 -c 'import dfloat11' 2>/dev/null && compgen -G "$wheels/*.whl" > /dev/null; then
+    python3 -m pip install --quiet --no-index --no-deps --target "$work/pylib" "$wheels"/*.whl &&
+      export PYTHONPATH=$work/pylib${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  # The engine on the GPU, DF11 against BF16 in one run (prompt 512, 256 tokens), batch 1 and 8;
+  # then transformers and the official dfloat11 package on the same weights.
+  for b in 1 8; do
+    run "engine_bench_b$b" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' --bf16 '$m' \
+      --device cuda:0 --prompt-tokens 512 --tokens 256 --batch $b --runs 1 --json \
+      > '$out/engine_bench_b$b.json'"
+  done
+  run reference_engines sh -c "python3 '$here/tools/bench_reference_engines.py' --bf16 '$m' \
+    --df11 '$m-df11' --batch 1,8 --prompt-tokens 512 --tokens 64 > '$out/reference_engines.json'"
+fi
+
+if [[ $only == all || $only == bench ]]; then
+  run gpu_bench sh -c "'$bin/df11' gpu-bench --json > '$out/gpu_bench.json'"
+  make_8b_model
   run gpu_load_bench sh -c "'$bin/df11' gpu-load-bench '$m-df11' --bf16 '$m' --runs 3 --json \
     > '$out/gpu_load_bench.json'"
   # The most models the GPU holds: nearly all of it, a small KV pool.
@@ -106,6 +132,17 @@ printf '%-26s %-12s %s\n' CHECK RESULT DETAIL
 for r in "${rows[@]}"; do
   IFS='|' read -r c res d <<< "$r"
   printf '%-26s %-12s %s\n' "$c" "$res" "$d"
+done
+for f in "$out"/engine_bench_b*.json; do
+  [[ -s $f ]] || continue
+  python3 - "$f" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["configs"]
+print(f"engine batch {r['batch']}: decode tok/s bf16 {c['bf16']['decode_tokens_per_second']:.1f},"
+      f" df11 {c['df11']['decode_tokens_per_second']:.1f}"
+      f" ({r['ratios']['df11']['decode_vs_bf16']:.2f}x)")
+PY
 done
 for f in "$out/gpu_load_bench.json" "$out/gpu_load_bench_97.json"; do
   [[ -s $f ]] || continue
