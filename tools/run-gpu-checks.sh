@@ -13,7 +13,7 @@
 #              backend, racecheck on the DF11 decoder (the interleaved one shares no memory
 #              between threads)
 #   forward    df11 engine-bench --device cuda:0 on a Qwen3-8B-shaped model (DF11 against BF16,
-#              batch 1 and 8), and tools/bench_reference_engines.py (transformers, dfloat11)
+#              batch 1, 8, 64, 256), and tools/bench_reference_engines.py (transformers, dfloat11)
 #   bench      df11 gpu-bench (both decoders against a device copy); a Qwen3-8B-shaped model made
 #              with df11 synth + compress, then df11 gpu-load-bench on it (load against the
 #              host-to-device copy, per-layer decode, models per budget, DF11 and BF16)
@@ -106,12 +106,14 @@ if [[ $only == all || $only == forward ]]; then
     python3 -m pip install --quiet --no-index --no-deps --target "$work/pylib" "$wheels"/*.whl &&
       export PYTHONPATH=$work/pylib${PYTHONPATH:+:$PYTHONPATH}
   fi
-  # The engine on the GPU, DF11 against BF16 in one run (prompt 512, 256 tokens), batch 1 and 8;
-  # then transformers and the official dfloat11 package on the same weights.
-  for b in 1 8; do
+  # The engine on the GPU, DF11 against BF16 in one run (prompt 512; 256 tokens at batch 1 and 8,
+  # 64 at 64 and 256, whose KV caches take 7 and 29 GB); then transformers and the official
+  # dfloat11 package on the same weights.
+  for b in 1 8 64 256; do
+    tokens=$(( b <= 8 ? 256 : 64 ))
     run "engine_bench_b$b" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' --bf16 '$m' \
-      --device cuda:0 --prompt-tokens 512 --tokens 256 --batch $b --runs 1 --json \
-      > '$out/engine_bench_b$b.json'"
+      --device cuda:0 --kv-cache 40GiB --prompt-tokens 512 --tokens $tokens --batch $b --runs 1 \
+      --json > '$out/engine_bench_b$b.json'"
   done
   run reference_engines sh -c "python3 '$here/tools/bench_reference_engines.py' --bf16 '$m' \
     --df11 '$m-df11' --batch 1,8 --prompt-tokens 512 --tokens 64 > '$out/reference_engines.json'"

@@ -226,6 +226,10 @@ TEST(Df11CliTest, GenerateErrors) {
   Result too_long = Df11("generate " + kDemoModel.string() + " --prompt x --max-tokens 100000");
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_THAT(too_long.output, HasSubstr("the model's context holds"));
+  Result bad_kv = Df11("engine-bench --df11 " + kDemoModel.string() +
+                       " --device cuda:0 --kv-cache lots --runs 1");
+  EXPECT_EQ(bad_kv.exit_code, 1);
+  EXPECT_THAT(bad_kv.output, HasSubstr("memory.kv_cache"));
   Result bad_device = Df11("generate " + kDemoModel.string() + " --prompt x --device gpu");
   EXPECT_EQ(bad_device.exit_code, 1);
   EXPECT_THAT(bad_device.output, HasSubstr("expected cpu or cuda:N"));

@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "daemon/config/config.h"
 #include "daemon/runtime/model.h"
 #ifdef DF11_HAVE_CUDA
 #include "daemon/runtime/cuda/cuda_device.h"
@@ -12,7 +13,8 @@
 namespace df11::tool {
 
 absl::StatusOr<DeviceBackend> OpenDeviceBackend(const std::string& device,
-                                                const runtime::CpuBackend::Options& cpu) {
+                                                const runtime::CpuBackend::Options& cpu,
+                                                const GpuMemory& memory) {
   if (device == "cpu") {
     return DeviceBackend{.backend = std::make_unique<runtime::CpuBackend>(cpu),
                          .description = "cpu"};
@@ -22,6 +24,12 @@ absl::StatusOr<DeviceBackend> OpenDeviceBackend(const std::string& device,
     return absl::InvalidArgumentError(
         absl::StrCat("--device ", device, ": expected cpu or cuda:N"));
   }
+  // The same spellings as df11d's configuration.
+  DF11_ASSIGN_OR_RETURN(
+      const config::Config sizes,
+      config::ParseConfig(absl::StrCat("memory: {budget: \"", memory.budget, "\", kv_cache: \"",
+                                       memory.kv_cache, "\"}\npreload: []\n"),
+                          ""));
 #ifdef DF11_HAVE_CUDA
   absl::StatusOr<std::unique_ptr<runtime::GpuDevice>> gpu = runtime::cuda::OpenDevice(index);
   if (!gpu.ok()) {
@@ -29,10 +37,11 @@ absl::StatusOr<DeviceBackend> OpenDeviceBackend(const std::string& device,
   }
   const std::string description = (*gpu)->description();
   DF11_ASSIGN_OR_RETURN(const runtime::GpuDevice::MemoryInfo info, (*gpu)->GetMemoryInfo());
-  const uint64_t budget = info.total / 10 * 9;
-  DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaBackend> backend,
-                        runtime::CudaBackend::Create(
-                            *std::move(gpu), {.budget = budget, .kv_pool_bytes = budget / 10}));
+  const uint64_t budget = sizes.budget.Resolve(info.total);
+  DF11_ASSIGN_OR_RETURN(
+      std::unique_ptr<runtime::CudaBackend> backend,
+      runtime::CudaBackend::Create(
+          *std::move(gpu), {.budget = budget, .kv_pool_bytes = sizes.kv_cache.Resolve(budget)}));
   return DeviceBackend{.backend = std::move(backend), .description = description};
 #else
   return absl::FailedPreconditionError(absl::StrCat(

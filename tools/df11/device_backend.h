@@ -1,5 +1,5 @@
-// The engine backend that a --device flag names: "cpu", or "cuda:N" in CUDA builds, with the
-// daemon's default memory split (a budget of 90 % of the GPU, of which 10 % is the KV pool).
+// The engine backend that a --device flag names: "cpu", or "cuda:N" in CUDA builds, with a memory
+// budget and a KV pool in df11d's spellings (memory.budget, memory.kv_cache: "90%", "8GiB").
 #ifndef DF11_TOOLS_DF11_DEVICE_BACKEND_H_
 #define DF11_TOOLS_DF11_DEVICE_BACKEND_H_
 
@@ -17,10 +17,16 @@ struct DeviceBackend {
   std::string description;  // "cpu", or the GPU's model
 };
 
-// kInvalidArgument for another spelling; kFailedPrecondition for cuda:N in a build without CUDA
-// or without such a device (the driver's answer).
+struct GpuMemory {
+  std::string budget = "90%";    // of the GPU's memory
+  std::string kv_cache = "10%";  // of the budget
+};
+
+// kInvalidArgument for another spelling (of the device or the sizes); kFailedPrecondition for
+// cuda:N in a build without CUDA or without such a device (the driver's answer).
 absl::StatusOr<DeviceBackend> OpenDeviceBackend(const std::string& device,
-                                                const runtime::CpuBackend::Options& cpu);
+                                                const runtime::CpuBackend::Options& cpu,
+                                                const GpuMemory& memory = {});
 
 // Loads MODEL_DIR for `backend` and places it there.
 absl::StatusOr<std::unique_ptr<runtime::PlacedModel>> LoadOn(runtime::Backend& backend,

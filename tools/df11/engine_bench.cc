@@ -38,7 +38,10 @@ KV cache, and the process's peak RSS.
   --batch N           sequences decoded together (default 1)
   --runs N            runs per configuration (default 3)
   --device D          cpu (default) or cuda:N (the CUDA backend: both models resident in one
-                      arena of 90 % of the GPU's memory, of which 10 % is the KV pool)
+                      arena of --budget of the GPU's memory, of which --kv-cache is the KV pool)
+  --budget SIZE       with cuda:N: df11d's memory.budget spelling (default 90%)
+  --kv-cache SIZE     with cuda:N: df11d's memory.kv_cache spelling (default 10%; batch B needs
+                      B x (prompt + tokens) positions)
   --threads N         CPU threads (default: one per CPU)
   --json              one JSON object instead of text
 )";
@@ -107,9 +110,10 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
 }  // namespace
 
 int RunEngineBench(const std::vector<std::string>& argv) {
-  absl::StatusOr<Args> args = Args::Parse(
-      argv, {"df11", "bf16", "prompt-tokens", "tokens", "runs", "threads", "device", "batch"},
-      {"json", "help"});
+  absl::StatusOr<Args> args = Args::Parse(argv,
+                                          {"df11", "bf16", "prompt-tokens", "tokens", "runs",
+                                           "threads", "device", "batch", "budget", "kv-cache"},
+                                          {"json", "help"});
   if (!args.ok()) return UsageError("engine-bench", std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (!args->positional().empty()) return UsageError("engine-bench", "unexpected argument");
@@ -136,7 +140,9 @@ int RunEngineBench(const std::vector<std::string>& argv) {
     if (device_name != "cpu" && !backends.empty()) return backends.front().backend.get();
     DF11_ASSIGN_OR_RETURN(
         DeviceBackend b,
-        OpenDeviceBackend(device_name, {.threads = n_threads, .overlap_decode = overlap}));
+        OpenDeviceBackend(device_name, {.threads = n_threads, .overlap_decode = overlap},
+                          {.budget = args->Get("budget").value_or("90%"),
+                           .kv_cache = args->Get("kv-cache").value_or("10%")}));
     backends.push_back(std::move(b));
     return backends.back().backend.get();
   };
