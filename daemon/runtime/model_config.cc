@@ -32,6 +32,18 @@ double NumberOr(const Json& j, const char* field, double fallback) {
   return it != j.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
+// A count given as a JSON number (an int, or a float such as 4096.0), `fallback` when absent;
+// kInvalidArgument naming the field outside [0, 2^40], so that casting it is defined.
+absl::StatusOr<int64_t> CountOr(const Json& j, const char* field, int64_t fallback,
+                                const char* file = "config.json") {
+  const double v = NumberOr(j, field, static_cast<double>(fallback));
+  if (!(v >= 0 && v <= static_cast<double>(int64_t{1} << 40))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": `", field, "` must be a number from 0 to 2^40"));
+  }
+  return static_cast<int64_t>(v);
+}
+
 bool BoolOr(const Json& j, const char* field, bool fallback) {
   auto it = j.find(field);
   return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
@@ -65,10 +77,12 @@ absl::Status ParseRopeParameters(const Json& params, const Json& config, double 
     type = params["type"].get<std::string>();
   }
   if (type == "su") type = "longrope";  // Phi-3's early name
-  const double max_positions = NumberOr(config, "max_position_embeddings", 8192);
-  const double original =
-      NumberOr(params, "original_max_position_embeddings",
-               NumberOr(config, "original_max_position_embeddings", max_positions));
+  DF11_ASSIGN_OR_RETURN(const int64_t max_positions,
+                        CountOr(config, "max_position_embeddings", 8192));
+  DF11_ASSIGN_OR_RETURN(const int64_t top_original,
+                        CountOr(config, "original_max_position_embeddings", max_positions));
+  DF11_ASSIGN_OR_RETURN(const int64_t original,
+                        CountOr(params, "original_max_position_embeddings", top_original));
   if (type == "default") {
     rope.type = RopeConfig::Type::kDefault;
   } else if (type == "linear") {
@@ -79,15 +93,16 @@ absl::Status ParseRopeParameters(const Json& params, const Json& config, double 
     rope.factor = NumberOr(params, "factor", 8.0);
     rope.low_freq_factor = NumberOr(params, "low_freq_factor", 1.0);
     rope.high_freq_factor = NumberOr(params, "high_freq_factor", 4.0);
-    rope.original_max_position_embeddings = static_cast<int64_t>(original);
+    rope.original_max_position_embeddings = original;
     if (rope.high_freq_factor <= rope.low_freq_factor) {
       return absl::InvalidArgumentError(
           "config.json: llama3 rope scaling needs high_freq_factor > low_freq_factor");
     }
   } else if (type == "longrope") {
     rope.type = RopeConfig::Type::kLongRope;
-    rope.original_max_position_embeddings = static_cast<int64_t>(original);
-    rope.factor = NumberOr(params, "factor", max_positions / original);
+    rope.original_max_position_embeddings = original;
+    rope.factor = NumberOr(params, "factor",
+                           static_cast<double>(max_positions) / std::max<int64_t>(1, original));
     for (auto [field, out] : {std::pair{"short_factor", &rope.short_factor},
                               std::pair{"long_factor", &rope.long_factor}}) {
       auto it = params.find(field);
@@ -177,7 +192,7 @@ absl::Status ParseSlidingWindows(const Json& config, ModelConfig& c) {
     }
     return absl::OkStatus();
   }
-  const int64_t pattern = static_cast<int64_t>(NumberOr(config, "sliding_window_pattern", 6));
+  DF11_ASSIGN_OR_RETURN(const int64_t pattern, CountOr(config, "sliding_window_pattern", 6));
   if (pattern < 1) {
     return absl::InvalidArgumentError("config.json: `sliding_window_pattern` must be positive");
   }
@@ -293,8 +308,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& config_json,
     c.head_dim = c.hidden_size / c.num_heads;
   }
   if (c.head_dim % 2 != 0) return absl::InvalidArgumentError("config.json: head_dim must be even");
-  c.max_position_embeddings =
-      static_cast<int64_t>(NumberOr(config, "max_position_embeddings", 4096));
+  DF11_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                        CountOr(config, "max_position_embeddings", 4096));
   c.rms_norm_eps =
       NumberOr(config, "rms_norm_eps", c.architecture == Architecture::kPhi3 ? 1e-5 : 1e-6);
   c.tie_word_embeddings = BoolOr(config, "tie_word_embeddings", gemma);
@@ -392,7 +407,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& config_json,
     c.do_sample = BoolOr(g, "do_sample", false);
     c.temperature = NumberOr(g, "temperature", 1.0);
     c.top_p = NumberOr(g, "top_p", 1.0);
-    c.top_k = static_cast<int64_t>(NumberOr(g, "top_k", 0));
+    DF11_ASSIGN_OR_RETURN(c.top_k, CountOr(g, "top_k", 0, "generation_config.json"));
     c.repetition_penalty = NumberOr(g, "repetition_penalty", 1.0);
   }
   return c;

@@ -379,6 +379,11 @@ TEST(ModelConfigTest, UnsupportedVariantsNameTheField) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("short_factor")));
   EXPECT_THAT(parse("Phi3ForCausalLM", R"("partial_rotary_factor": 0.2)"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("partial_rotary_factor")));
+  EXPECT_THAT(parse("Gemma3ForCausalLM", R"("sliding_window_pattern": 1e300)"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sliding_window_pattern")));
+  EXPECT_THAT(
+      parse("Phi3ForCausalLM", R"("original_max_position_embeddings": -5.5)"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("original_max_position_embeddings")));
   EXPECT_THAT(parse("Gemma3ForConditionalGeneration", R"("vision_config": {})"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("text_config")));
 }
