@@ -258,6 +258,12 @@ char* CudaBackend::AddressLocked(ArenaAllocator::Id id) const {
 absl::StatusOr<ArenaAllocator::Id> CudaBackend::AllocateLocked(uint64_t bytes,
                                                                const std::string& what) {
   absl::StatusOr<ArenaAllocator::Id> id = arena_.Allocate(bytes);
+  // The forward pass's buffers, kept between passes, give way when no pass is using them.
+  if (!id.ok() && forward_id_ != 0 && !forward_busy_) {
+    arena_.Free(forward_id_);
+    forward_id_ = 0;
+    id = arena_.Allocate(bytes);
+  }
   if (!id.ok() && arena_.free_bytes() >= arena_.RoundUp(bytes)) {
     DF11_RETURN_IF_ERROR(CompactLocked());
     id = arena_.Allocate(bytes);
@@ -672,20 +678,28 @@ absl::Status CudaBackend::ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
   take(b.pages, pages.size() * 4);
   take(b.row_first_page, rows * 4);
   take(b.row_position, rows * 4);
+  // The buffers stay allocated from pass to pass (no arena work on the per-token path); they grow
+  // when a pass needs more.
   {
     absl::MutexLock lock(&mu_);
-    DF11_ASSIGN_OR_RETURN(b.id, AllocateLocked(bytes, "the forward pass's buffers"));
-    forward_id_ = b.id;
+    if (forward_id_ != 0 && arena_.size(forward_id_) < bytes) {
+      arena_.Free(forward_id_);
+      forward_id_ = 0;
+    }
+    if (forward_id_ == 0) {
+      DF11_ASSIGN_OR_RETURN(forward_id_, AllocateLocked(bytes, "the forward pass's buffers"));
+    }
+    b.id = forward_id_;
+    forward_busy_ = true;
   }
   const absl::Status status =
       ForwardSteps(m, ops, batch, tokens, pages, row_first_page, row_position, positions_per_page,
                    full_rope, sliding_rope, b, logits);
-  // Every launch that reads the buffers has finished before they go back to the arena.
+  // Every launch that reads the buffers has finished before another allocation may take them.
   const absl::Status synced = device_->StreamSynchronize(compute_stream_->get());
   {
     absl::MutexLock lock(&mu_);
-    arena_.Free(b.id);
-    forward_id_ = 0;
+    forward_busy_ = false;
   }
   DF11_RETURN_IF_ERROR(status);
   DF11_RETURN_IF_ERROR(synced);

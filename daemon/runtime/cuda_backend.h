@@ -30,9 +30,9 @@
 // compute stream with the device's ForwardOps (forward_ops.h): BF16 activations, matrix products
 // from the decoded scratch (or resident BF16 tensors), attention over each sequence's KV pages,
 // fp32 logits, an fp32 residual stream. Layer l + 1 decodes on the decode stream while layer l
-// computes. The step's buffers are one arena allocation, returned when it ends. A device without
-// ForwardOps (the CUDA device until its kernels are built) answers kFailedPrecondition saying so,
-// never a wrong answer.
+// computes. A pass's buffers are one arena allocation (workspace), kept for the next pass and
+// grown when one needs more; another allocation that finds no room takes it back between passes.
+// A device without ForwardOps answers kFailedPrecondition saying so, never a wrong answer.
 //
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<GpuDevice> device, cuda::OpenDevice(0));
 //   DF11_ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(std::move(device), {.budget = ...}));
@@ -249,7 +249,10 @@ class CudaBackend final : public Backend {
   // The forward pass (one step at a time), on its own stream.
   absl::Mutex forward_mu_ ABSL_ACQUIRED_BEFORE(decode_mu_, mu_);
   std::unique_ptr<Stream> compute_stream_;
-  ArenaAllocator::Id forward_id_ ABSL_GUARDED_BY(mu_) = 0;  // the step's buffers; 0: none
+  // The passes' buffers (0: none), kept between passes; while a pass uses them (busy) no other
+  // allocation may take their place.
+  ArenaAllocator::Id forward_id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool forward_busy_ ABSL_GUARDED_BY(mu_) = false;
 
   // Decoding (one caller at a time).
   absl::Mutex decode_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -633,6 +633,41 @@ TEST_F(CudaBackendTest, LongPromptsRunInPassesWithTheSameResults) {
   caches.clear();
 }
 
+// The passes' buffers stay as workspace between passes, and give way to a model that needs room.
+TEST_F(CudaBackendTest, ForwardBuffersStayUntilAModelNeedsTheRoom) {
+  std::unique_ptr<CudaBackend> backend = NewBackend(SmallOptions());
+  ASSERT_NE(backend, nullptr);
+  const uint64_t idle = backend->Memory().workspace;
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> model, Place(*backend, Df11Dir("qwen3")));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> cache, backend->NewCache(model->config(), 32));
+  const std::vector<int32_t> prompt = {3, 17, 42, 7, 99};
+  SequenceStep step{cache.get(), prompt};
+  std::vector<float> logits(model->config().vocab_size);
+  DF11_ASSERT_OK(backend->Forward(*model, std::span(&step, 1), logits));
+  const uint64_t kept = backend->Memory().workspace;
+  EXPECT_GT(kept, idle);
+  ExpectEveryByteAccounted(*backend, {model.get()});
+  std::vector<std::unique_ptr<PlacedModel>> copies;
+  std::vector<const PlacedModel*> all = {model.get()};
+  while (true) {
+    absl::StatusOr<std::unique_ptr<PlacedModel>> copy = Place(*backend, Bf16Dir());
+    if (!copy.ok()) {
+      EXPECT_THAT(copy.status(), StatusIs(absl::StatusCode::kResourceExhausted));
+      break;
+    }
+    all.push_back(copy->get());
+    copies.push_back(*std::move(copy));
+  }
+  EXPECT_EQ(backend->Memory().workspace, idle);
+  ExpectEveryByteAccounted(*backend, all);
+  // The next pass takes its buffers again where there is room, or says why not.
+  copies.clear();
+  const int32_t next = 1;
+  SequenceStep decode{cache.get(), std::span(&next, 1)};
+  DF11_ASSERT_OK(backend->Forward(*model, std::span(&decode, 1), logits));
+  EXPECT_GT(backend->Memory().workspace, idle);
+}
+
 TEST_F(CudaBackendTest, ForwardRefusesBadSteps) {
   std::unique_ptr<CudaBackend> backend = NewBackend(SmallOptions());
   ASSERT_NE(backend, nullptr);
