@@ -37,6 +37,51 @@ const std::vector<std::string>& SupportedArchitectures() {
   return *kSupported;
 }
 
+absl::StatusOr<nlohmann::json> TextModelConfig(const nlohmann::json& config,
+                                               const std::string& architecture) {
+  using Json = nlohmann::json;
+  Json text = Json::object();
+  if (architecture.starts_with("Gemma")) {
+    // Gemma2Config's and Gemma3TextConfig's defaults: the released multimodal configs leave most
+    // of them out.
+    text = Json{{"hidden_size", 2304},
+                {"intermediate_size", 9216},
+                {"num_hidden_layers", 26},
+                {"num_attention_heads", 8},
+                {"num_key_value_heads", 4},
+                {"head_dim", 256},
+                {"hidden_activation", "gelu_pytorch_tanh"},
+                {"rms_norm_eps", 1e-6},
+                {"bos_token_id", 2},
+                {"eos_token_id", 1},
+                {"tie_word_embeddings", true},
+                {"query_pre_attn_scalar", 256},
+                {"sliding_window", 4096}};
+    if (architecture == "Gemma2ForCausalLM") {
+      text.update(Json{{"vocab_size", 256000},
+                       {"max_position_embeddings", 8192},
+                       {"sliding_window_pattern", 2},
+                       {"attn_logit_softcapping", 50.0},
+                       {"final_logit_softcapping", 30.0}});
+    } else {
+      text.update(Json{{"vocab_size", 262208},
+                       {"max_position_embeddings", 131072},
+                       {"sliding_window_pattern", 6}});
+    }
+  }
+  if (architecture == "Gemma3ForConditionalGeneration") {
+    auto tower = config.find("text_config");
+    if (tower == config.end() || !tower->is_object()) {
+      return absl::InvalidArgumentError(
+          "config.json: Gemma3ForConditionalGeneration needs a `text_config` object");
+    }
+    text.update(*tower);
+  } else {
+    text.update(config);
+  }
+  return text;
+}
+
 absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_json) {
   const nlohmann::json top =
       nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
@@ -53,28 +98,9 @@ absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_jso
         "architecture ", arch.architecture, " is not supported; supported: ",
         absl::StrJoin(supported, ", "), " (or give a pattern dict with --pattern-dict)"));
   }
-  // Gemma configs leave out fields at Gemma2Config's or Gemma3TextConfig's defaults; a multimodal
-  // checkpoint describes its text tower in `text_config`.
-  const bool gemma = absl::StartsWith(arch.architecture, "Gemma");
-  nlohmann::json config =
-      gemma ? nlohmann::json{{"vocab_size",
-                              arch.architecture == "Gemma2ForCausalLM" ? 256000 : 262208},
-                             {"hidden_size", 2304},
-                             {"intermediate_size", 9216},
-                             {"num_attention_heads", 8},
-                             {"num_key_value_heads", 4},
-                             {"head_dim", 256},
-                             {"tie_word_embeddings", true}}
-            : nlohmann::json::object();
-  if (arch.architecture == "Gemma3ForConditionalGeneration") {
-    if (!top.contains("text_config") || !top["text_config"].is_object()) {
-      return absl::InvalidArgumentError(
-          "config.json: Gemma3ForConditionalGeneration needs a `text_config` object");
-    }
-    config.update(top["text_config"]);
-  } else {
-    config.update(top);
-  }
+  absl::StatusOr<nlohmann::json> text = TextModelConfig(top, arch.architecture);
+  if (!text.ok()) return text.status();
+  const nlohmann::json& config = *text;
   struct Field {
     const char* name;
     int64_t* value;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace df11::codec {
 
@@ -33,6 +34,13 @@ struct ArchitectureInfo {
   // releases; "model.language_model." in transformers' modules since).
   std::string text_tower_prefix = "language_model.model.";
 };
+
+// The text model's config.json fields for `architecture`: a multimodal checkpoint's
+// `text_config`, else the file's own, over transformers' defaults for the architecture (Gemma's
+// released configs leave many out). kInvalidArgument when a Gemma3ForConditionalGeneration has
+// no `text_config` object.
+absl::StatusOr<nlohmann::json> TextModelConfig(const nlohmann::json& config,
+                                               const std::string& architecture);
 
 // The architectures df11 has pattern dicts and shapes for.
 const std::vector<std::string>& SupportedArchitectures();

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codec/architecture.h"
 #include "codec/base/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -200,36 +201,6 @@ absl::Status ParseSlidingWindows(const Json& config, ModelConfig& c) {
   return absl::OkStatus();
 }
 
-// Gemma2Config's and Gemma3TextConfig's defaults: the released multimodal configs leave most of
-// them out.
-Json GemmaDefaults(Architecture architecture) {
-  Json d{{"hidden_size", 2304},
-         {"intermediate_size", 9216},
-         {"num_hidden_layers", 26},
-         {"num_attention_heads", 8},
-         {"num_key_value_heads", 4},
-         {"head_dim", 256},
-         {"hidden_activation", "gelu_pytorch_tanh"},
-         {"rms_norm_eps", 1e-6},
-         {"bos_token_id", 2},
-         {"eos_token_id", 1},
-         {"tie_word_embeddings", true},
-         {"query_pre_attn_scalar", 256},
-         {"sliding_window", 4096}};
-  if (architecture == Architecture::kGemma2) {
-    d.update(Json{{"vocab_size", 256000},
-                  {"max_position_embeddings", 8192},
-                  {"sliding_window_pattern", 2},
-                  {"attn_logit_softcapping", 50.0},
-                  {"final_logit_softcapping", 30.0}});
-  } else {
-    d.update(Json{{"vocab_size", 262208},
-                  {"max_position_embeddings", 131072},
-                  {"sliding_window_pattern", 6}});
-  }
-  return d;
-}
-
 absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
@@ -271,20 +242,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& config_json,
   c.architecture = known->second;
   const bool gemma =
       c.architecture == Architecture::kGemma2 || c.architecture == Architecture::kGemma3;
-  // The text model's fields: Gemma's defaults under what the file gives; a multimodal
-  // checkpoint's text tower is described by its `text_config`.
-  Json config = gemma ? GemmaDefaults(c.architecture) : Json::object();
-  if (c.architecture_name == "Gemma3ForConditionalGeneration") {
-    auto text = top.find("text_config");
-    if (text == top.end() || !text->is_object()) {
-      return absl::InvalidArgumentError(
-          "config.json: Gemma3ForConditionalGeneration needs a `text_config` object");
-    }
-    config.update(*text);
-    c.text_tower_only = true;
-  } else {
-    config.update(top);
-  }
+  c.text_tower_only = c.architecture_name == "Gemma3ForConditionalGeneration";
+  DF11_ASSIGN_OR_RETURN(Json config, codec::TextModelConfig(top, c.architecture_name));
   DF11_ASSIGN_OR_RETURN(c.hidden_size, PositiveInt(config, "hidden_size"));
   DF11_ASSIGN_OR_RETURN(c.intermediate_size, PositiveInt(config, "intermediate_size"));
   DF11_ASSIGN_OR_RETURN(c.num_layers, PositiveInt(config, "num_hidden_layers"));
