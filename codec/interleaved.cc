@@ -6,11 +6,11 @@
 #include <bit>
 #include <cstring>
 #include <mutex>
-#include <queue>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "codec/exponent_code.h"
 #include "codec/format.h"
 
 // GCC 12's AVX-512 headers pass an undefined vector as the unused source of unmasked intrinsics,
@@ -26,91 +26,6 @@ namespace {
 constexpr int kLanes = InterleavedUnit::kLanes;
 constexpr int kMaxLength = InterleavedUnit::kMaxCodeLength;
 
-// Huffman code lengths of `freqs` (at least two; zeros allowed), ties broken by index so that the
-// result depends on the frequencies only.
-std::vector<int> HuffmanLengths(const std::vector<uint64_t>& freqs) {
-  const int n = static_cast<int>(freqs.size());
-  using Node = std::pair<uint64_t, int>;  // weight, id
-  std::priority_queue<Node, std::vector<Node>, std::greater<Node>> queue;
-  std::vector<int> parent(2 * n, -1);
-  for (int i = 0; i < n; ++i) queue.push({freqs[i], i});
-  int next = n;
-  while (queue.size() > 1) {
-    const Node a = queue.top();
-    queue.pop();
-    const Node b = queue.top();
-    queue.pop();
-    parent[a.second] = parent[b.second] = next;
-    queue.push({a.first + b.first, next++});
-  }
-  std::vector<int> lengths(n);
-  for (int i = 0; i < n; ++i) {
-    for (int p = i; parent[p] != -1; p = parent[p]) ++lengths[i];
-  }
-  return lengths;
-}
-
-// The code of a unit: the coded exponents by falling frequency (index m is the escape), their
-// lengths and code values, and how each exponent is coded.
-struct CodeBook {
-  int m = 0;                        // coded exponents; symbol m is the escape
-  std::vector<uint8_t> exponents;   // of symbols 0 .. m-1
-  std::vector<int> lengths;         // of symbols 0 .. m
-  std::vector<uint32_t> values;     // of symbols 0 .. m, MSB-first
-  std::array<uint8_t, 256> symbol;  // exponent -> symbol (m: escaped)
-  // Per exponent: the length and value of its code (the escape's for escaped exponents).
-  std::array<uint8_t, 256> length_of;
-  std::array<uint32_t, 256> value_of;
-};
-
-// Chooses how many of the most frequent exponents get codes (the rest are escaped at 8 bits
-// each): the count that stores the histogram in the fewest bits with codes of at most 7 bits.
-CodeBook ChooseCode(const std::array<uint64_t, 256>& histogram) {
-  std::vector<int> order(256);
-  for (int i = 0; i < 256; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return histogram[a] > histogram[b]; });
-  const int distinct = static_cast<int>(
-      std::count_if(histogram.begin(), histogram.end(), [](uint64_t c) { return c > 0; }));
-  CodeBook best;
-  double best_bits = -1;
-  for (int m = 1; m <= std::max(1, std::min(InterleavedUnit::kMaxCodedExponents, distinct)); ++m) {
-    std::vector<uint64_t> freqs(m + 1, 0);
-    for (int i = 0; i < 256; ++i) freqs[std::min(i, m)] += histogram[order[i]];
-    const std::vector<int> lengths = HuffmanLengths(freqs);
-    if (*std::max_element(lengths.begin(), lengths.end()) > kMaxLength) continue;
-    double bits = 8.0 * freqs[m];
-    for (int i = 0; i <= m; ++i) bits += double(freqs[i]) * lengths[i];
-    if (best_bits >= 0 && bits >= best_bits) continue;
-    best_bits = bits;
-    best.m = m;
-    best.lengths = lengths;
-  }
-  // m = 1 always qualifies (two codes of one bit), so `best` is set.
-  const int m = best.m;
-  best.exponents.assign(order.begin(), order.begin() + m);
-  best.symbol.fill(static_cast<uint8_t>(m));
-  for (int i = 0; i < m; ++i) best.symbol[order[i]] = static_cast<uint8_t>(i);
-  // Canonical values: by length, then symbol.
-  std::vector<int> by_length(m + 1);
-  for (int i = 0; i <= m; ++i) by_length[i] = i;
-  std::stable_sort(by_length.begin(), by_length.end(),
-                   [&](int a, int b) { return best.lengths[a] < best.lengths[b]; });
-  best.values.assign(m + 1, 0);
-  uint32_t value = 0;
-  int length = best.lengths[by_length[0]];
-  for (int i : by_length) {
-    value <<= best.lengths[i] - length;
-    length = best.lengths[i];
-    best.values[i] = value++;
-  }
-  for (int e = 0; e < 256; ++e) {
-    best.length_of[e] = static_cast<uint8_t>(best.lengths[best.symbol[e]]);
-    best.value_of[e] = best.values[best.symbol[e]];
-  }
-  return best;
-}
-
 // The words and escape bytes of one segment.
 struct SegmentCodes {
   std::vector<uint16_t> words;
@@ -122,7 +37,7 @@ struct SegmentCodes {
 // start, then one whenever a lane holds fewer than 16 bits after a code). Both what a lane writes
 // and when it asks depend on its own codes only, so each lane is coded alone first (its state in
 // registers), noting in which steps it asks; then the asks of each step are served in lane order.
-void EncodeSegment(const CodeBook& book, const uint8_t* exponents, size_t count,
+void EncodeSegment(const ExponentCode& book, const uint8_t* exponents, size_t count,
                    SegmentCodes& out) {
   const size_t steps = (count + kLanes - 1) / kLanes;
   thread_local std::vector<uint16_t> lane_words[kLanes];
@@ -309,7 +224,8 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
     for (int i = 0; i < 256; ++i) histogram[i] += h[i];
   });
   DF11_RETURN_IF_ERROR(first_error);
-  const CodeBook book = ChooseCode(histogram);
+  const ExponentCode book =
+      ExponentCode::Choose(histogram, kMaxLength, InterleavedUnit::kMaxCodedExponents);
   for (int s = 0; s <= book.m; ++s) {
     const int shift = kMaxLength - book.lengths[s];
     const uint32_t begin = book.values[s] << shift, end = (book.values[s] + 1) << shift;

@@ -1,0 +1,237 @@
+#include "codec/tiled_matrix.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+#include "codec/exponent_code.h"
+#include "codec/format.h"
+
+namespace df11::codec {
+namespace {
+
+using gpu::kTileCols;
+using gpu::kTileRows;
+using gpu::kTiledLanes;
+using gpu::kTiledSlots;
+using gpu::kTilesPerSegment;
+constexpr int kMaxLength = gpu::kTiledMaxCodeLength;
+// With codes of at most 6 bits, up to 63 exponents and the escape can have codes.
+constexpr int kMaxCoded = gpu::kTiledCodes - 1;
+
+uint8_t ExponentOf(uint16_t bf16) { return static_cast<uint8_t>((bf16 >> 7) & 0xFF); }
+uint8_t SignMantissaOf(uint16_t bf16) {
+  return static_cast<uint8_t>(((bf16 >> 8) & 0x80) | (bf16 & 0x7F));
+}
+
+// fn(begin, end) over [0, n), on `pool`'s threads or this one.
+void ForRanges(ThreadPool* pool, size_t n, size_t grain,
+               const std::function<void(size_t, size_t)>& fn) {
+  if (pool == nullptr) {
+    fn(0, n);
+  } else {
+    pool->ParallelFor(n, grain, fn);
+  }
+}
+
+// Where segment `s` lies: its band and its tiles [first_tile, end_tile) of the band.
+struct SegmentPlace {
+  uint64_t band;
+  uint32_t first_tile, end_tile;
+};
+SegmentPlace PlaceOf(uint64_t s, uint32_t tiles_per_band) {
+  const uint32_t per_band = (tiles_per_band + kTilesPerSegment - 1) / kTilesPerSegment;
+  const uint32_t k = static_cast<uint32_t>(s % per_band);
+  return {s / per_band, k * kTilesPerSegment,
+          std::min<uint32_t>(tiles_per_band, (k + 1) * kTilesPerSegment)};
+}
+
+// Calls fn(element index) for the weights of lane `lane` of a segment, in stream order: tile by
+// tile, slots 0..7.
+template <typename Fn>
+void ForLaneElements(const SegmentPlace& p, uint64_t cols, int lane, Fn fn) {
+  for (uint32_t t = p.first_tile; t < p.end_tile; ++t) {
+    for (int slot = 0; slot < kTiledSlots; ++slot) {
+      const uint64_t row = p.band * kTileRows + gpu::SlotRow(lane, slot);
+      const uint64_t col = uint64_t(t) * kTileCols + gpu::SlotCol(lane, slot);
+      fn(row * cols + col, t, slot);
+    }
+  }
+}
+
+// Writes codes MSB-first into zeroed words.
+struct BitWriter {
+  uint32_t* words;
+  uint64_t bit;
+  void Put(uint32_t value, int n) {  // 1 <= n <= 16
+    const uint64_t w = bit >> 5;
+    const int offset = static_cast<int>(bit & 31);
+    const uint64_t v = uint64_t{value} << (64 - n - offset);
+    words[w] |= static_cast<uint32_t>(v >> 32);
+    words[w + 1] |= static_cast<uint32_t>(v);
+    bit += n;
+  }
+};
+
+}  // namespace
+
+bool TiledMatrix::Supports(int64_t rows, int64_t cols) {
+  return rows > 0 && cols > 0 && rows % kTileRows == 0 && cols % (2 * kTileCols) == 0 &&
+         cols / kTileCols <= (int64_t{1} << 31);
+}
+
+absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights, int64_t rows,
+                                               int64_t cols, ThreadPool* pool) {
+  if (!Supports(rows, cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TiledMatrix: a ", rows, " x ", cols,
+        " matrix cannot be tiled (rows must be a positive multiple of 16, columns of 32)"));
+  }
+  if (weights.size() != uint64_t(rows) * uint64_t(cols)) {
+    return absl::InvalidArgumentError(absl::StrCat("TiledMatrix: ", weights.size(),
+                                                   " weights for a ", rows, " x ", cols,
+                                                   " matrix"));
+  }
+  TiledMatrix m;
+  m.rows_ = rows;
+  m.cols_ = cols;
+  const uint32_t tiles_per_band = static_cast<uint32_t>(cols / kTileCols);
+  const uint64_t bands = uint64_t(rows) / kTileRows;
+  const uint64_t per_band = (tiles_per_band + kTilesPerSegment - 1) / kTilesPerSegment;
+  const uint64_t n_segments = bands * per_band;
+  std::mutex mu;
+
+  // The code, from the exponents' histogram.
+  std::array<uint64_t, 256> histogram{};
+  ForRanges(pool, weights.size(), 1 << 20, [&](size_t begin, size_t end) {
+    std::array<uint64_t, 256> h{};
+    for (size_t j = begin; j < end; ++j) ++h[ExponentOf(weights[j])];
+    std::lock_guard<std::mutex> lock(mu);
+    for (int e = 0; e < 256; ++e) histogram[e] += h[e];
+  });
+  const ExponentCode code = ExponentCode::Choose(histogram, kMaxLength, kMaxCoded);
+  m.codes_.assign(gpu::kTiledCodes, 0);
+  for (int s = 0; s <= code.m; ++s) {
+    const int shift = kMaxLength - code.lengths[s];
+    const uint16_t entry =
+        static_cast<uint16_t>((s < code.m ? code.exponents[s] : 0) | code.lengths[s] << 8 |
+                              (s == code.m ? 0x1000 : 0));
+    for (uint32_t p = code.values[s] << shift; p < (code.values[s] + 1) << shift; ++p) {
+      m.codes_[p] = entry;
+    }
+  }
+  for (int e = 0; e < 256; ++e) {
+    if (code.escaped(static_cast<uint8_t>(e))) m.escaped_ += histogram[e];
+  }
+
+  // Each lane's bits per segment, then where each segment starts (on a 32-bit word, so that
+  // segments are written side by side).
+  auto code_bits = [&](uint16_t w) {
+    const uint8_t e = ExponentOf(w);
+    return code.length_of[e] + (code.escaped(e) ? 8u : 0u);
+  };
+  m.lane_bits_.resize(n_segments * kTiledLanes);
+  ForRanges(pool, n_segments, 64, [&](size_t begin, size_t end) {
+    for (size_t s = begin; s < end; ++s) {
+      const SegmentPlace place = PlaceOf(s, tiles_per_band);
+      for (int lane = 0; lane < kTiledLanes; ++lane) {
+        uint32_t bits = 0;
+        ForLaneElements(place, cols, lane,
+                        [&](uint64_t j, uint32_t, int) { bits += code_bits(weights[j]); });
+        m.lane_bits_[s * kTiledLanes + lane] = static_cast<uint16_t>(bits);
+      }
+    }
+  });
+  m.segment_bits_.resize(n_segments + 1);
+  uint64_t bit = 0;
+  for (uint64_t s = 0; s < n_segments; ++s) {
+    m.segment_bits_[s] = bit;
+    for (int lane = 0; lane < kTiledLanes; ++lane) bit += m.lane_bits_[s * kTiledLanes + lane];
+    bit = (bit + 31) / 32 * 32;
+  }
+  m.segment_bits_[n_segments] = bit;
+
+  // The streams and the sign/mantissa bytes.
+  m.words_.assign(bit / 32 + 3, 0);
+  m.sign_mantissa_.resize(weights.size());
+  ForRanges(pool, n_segments, 64, [&](size_t begin, size_t end) {
+    for (size_t s = begin; s < end; ++s) {
+      const SegmentPlace place = PlaceOf(s, tiles_per_band);
+      BitWriter out{m.words_.data(), m.segment_bits_[s]};
+      for (int lane = 0; lane < kTiledLanes; ++lane) {
+        ForLaneElements(place, cols, lane, [&](uint64_t j, uint32_t tile, int slot) {
+          const uint8_t e = ExponentOf(weights[j]);
+          out.Put(code.value_of[e], code.length_of[e]);
+          if (code.escaped(e)) out.Put(e, 8);
+          m.sign_mantissa_[gpu::SignMantissaOffset(place.band, tiles_per_band, tile, lane) +
+                           gpu::SlotByte(slot)] = SignMantissaOf(weights[j]);
+        });
+      }
+    }
+  });
+  return m;
+}
+
+absl::StatusOr<TiledMatrix> TiledMatrix::FromUnit(const UnitDecoder& decoder, size_t first,
+                                                  int64_t rows, int64_t cols, ThreadPool* pool) {
+  if (!Supports(rows, cols)) return Build({}, rows, cols, pool);  // its error
+  std::vector<uint16_t> weights(uint64_t(rows) * uint64_t(cols));
+  DF11_RETURN_IF_ERROR(decoder.DecodeElements(first, weights));
+  return Build(weights, rows, cols, pool);
+}
+
+absl::Status TiledMatrix::Decode(std::span<uint16_t> out) const {
+  if (out.size() != num_elements()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TiledMatrix::Decode: room for ", out.size(), " of ", num_elements()));
+  }
+  const uint32_t tiles_per_band = static_cast<uint32_t>(cols_ / kTileCols);
+  for (uint64_t s = 0; s < num_segments(); ++s) {
+    const SegmentPlace place = PlaceOf(s, tiles_per_band);
+    uint64_t bit = segment_bits_[s];
+    for (int lane = 0; lane < kTiledLanes; ++lane) {
+      const uint64_t end = bit + lane_bits_[s * kTiledLanes + lane];
+      bool ok = end <= segment_bits_[s + 1];
+      ForLaneElements(place, cols_, lane, [&](uint64_t j, uint32_t tile, int slot) {
+        if (!ok) return;
+        const uint32_t front = gpu::ReadWindow(words_.data(), bit).hi;
+        const uint16_t code = codes_[front >> (32 - kMaxLength)];
+        const uint32_t length = gpu::CodeLength(code);
+        uint32_t exponent = gpu::CodeExponent(code);
+        if (gpu::CodeEscapes(code)) exponent = (front << length) >> 24;
+        bit += length + (gpu::CodeEscapes(code) ? 8 : 0);
+        ok = length > 0 && bit <= end;
+        const uint8_t sm =
+            sign_mantissa_[gpu::SignMantissaOffset(place.band, tiles_per_band, tile, lane) +
+                           gpu::SlotByte(slot)];
+        out[j] = format::JoinBf16(static_cast<uint8_t>(exponent), sm);
+      });
+      if (!ok || bit != end) {
+        return absl::DataLossError(absl::StrCat("TiledMatrix: segment ", s, " lane ", lane,
+                                                "'s codes do not end where its stream does"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t TiledMatrix::stored_bytes() const {
+  return words_.size() * sizeof(uint32_t) + sign_mantissa_.size() +
+         segment_bits_.size() * sizeof(uint64_t) + lane_bits_.size() * sizeof(uint16_t) +
+         codes_.size() * sizeof(uint16_t);
+}
+
+gpu::TiledView TiledMatrix::host_view() const {
+  return {.words = words_.data(),
+          .sign_mantissa = sign_mantissa_.data(),
+          .segment_bits = segment_bits_.data(),
+          .lane_bits = lane_bits_.data(),
+          .codes = codes_.data(),
+          .rows = static_cast<uint32_t>(rows_),
+          .cols = static_cast<uint32_t>(cols_)};
+}
+
+}  // namespace df11::codec
