@@ -1,33 +1,42 @@
 #include "codec/exponent_code.h"
 
 #include <algorithm>
-#include <functional>
-#include <queue>
 #include <utility>
 
 namespace df11::codec {
 namespace {
 
-// Huffman code lengths of `freqs` (at least two; zeros allowed), ties broken by index so that the
-// result depends on the frequencies only.
-std::vector<int> HuffmanLengths(const std::vector<uint64_t>& freqs) {
-  const int n = static_cast<int>(freqs.size());
-  using Node = std::pair<uint64_t, int>;  // weight, id
-  std::priority_queue<Node, std::vector<Node>, std::greater<Node>> queue;
-  std::vector<int> parent(2 * n, -1);
-  for (int i = 0; i < n; ++i) queue.push({freqs[i], i});
-  int next = n;
-  while (queue.size() > 1) {
-    const Node a = queue.top();
-    queue.pop();
-    const Node b = queue.top();
-    queue.pop();
-    parent[a.second] = parent[b.second] = next;
-    queue.push({a.first + b.first, next++});
+// Optimal prefix code lengths of `freqs` (2 <= n <= 2^max_length symbols; zeros allowed) with no
+// code longer than `max_length`: package-merge (Larmore and Hirschberg). Ties are broken by
+// position, so the result depends on the frequencies only.
+std::vector<int> LimitedLengths(const std::vector<uint64_t>& freqs, int max_length) {
+  const size_t n = freqs.size();
+  struct Item {
+    uint64_t weight;
+    std::vector<uint8_t> count;  // how many times each symbol is in the item
+  };
+  std::vector<Item> leaves(n);
+  for (size_t i = 0; i < n; ++i) {
+    leaves[i] = {freqs[i], std::vector<uint8_t>(n, 0)};
+    leaves[i].count[i] = 1;
   }
-  std::vector<int> lengths(n);
-  for (int i = 0; i < n; ++i) {
-    for (int p = i; parent[p] != -1; p = parent[p]) ++lengths[i];
+  std::stable_sort(leaves.begin(), leaves.end(),
+                   [](const Item& a, const Item& b) { return a.weight < b.weight; });
+  std::vector<Item> level = leaves;
+  for (int l = 1; l < max_length; ++l) {
+    std::vector<Item> merged = leaves;
+    for (size_t i = 0; i + 1 < level.size(); i += 2) {
+      Item package{level[i].weight + level[i + 1].weight, level[i].count};
+      for (size_t k = 0; k < n; ++k) package.count[k] += level[i + 1].count[k];
+      merged.push_back(std::move(package));
+    }
+    std::stable_sort(merged.begin(), merged.end(),
+                     [](const Item& a, const Item& b) { return a.weight < b.weight; });
+    level = std::move(merged);
+  }
+  std::vector<int> lengths(n, 0);
+  for (size_t i = 0; i < 2 * n - 2; ++i) {
+    for (size_t k = 0; k < n; ++k) lengths[k] += level[i].count[k];
   }
   return lengths;
 }
@@ -35,7 +44,7 @@ std::vector<int> HuffmanLengths(const std::vector<uint64_t>& freqs) {
 }  // namespace
 
 ExponentCode ExponentCode::Choose(const std::array<uint64_t, 256>& histogram, int max_length,
-                                  int max_coded) {
+                                  int max_coded, double escape_cost_bits) {
   std::vector<int> order(256);
   for (int i = 0; i < 256; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
@@ -44,19 +53,18 @@ ExponentCode ExponentCode::Choose(const std::array<uint64_t, 256>& histogram, in
       std::count_if(histogram.begin(), histogram.end(), [](uint64_t c) { return c > 0; }));
   ExponentCode best;
   double best_bits = -1;
-  for (int m = 1; m <= std::max(1, std::min(max_coded, distinct)); ++m) {
+  const int most = std::min({max_coded, distinct, (1 << max_length) - 1});
+  for (int m = 1; m <= std::max(1, most); ++m) {
     std::vector<uint64_t> freqs(m + 1, 0);
     for (int i = 0; i < 256; ++i) freqs[std::min(i, m)] += histogram[order[i]];
-    const std::vector<int> lengths = HuffmanLengths(freqs);
-    if (*std::max_element(lengths.begin(), lengths.end()) > max_length) continue;
-    double bits = 8.0 * freqs[m];
+    const std::vector<int> lengths = LimitedLengths(freqs, max_length);
+    double bits = (8.0 + escape_cost_bits) * freqs[m];
     for (int i = 0; i <= m; ++i) bits += double(freqs[i]) * lengths[i];
     if (best_bits >= 0 && bits >= best_bits) continue;
     best_bits = bits;
     best.m = m;
     best.lengths = lengths;
   }
-  // m = 1 always qualifies (two codes of one bit), so `best` is set.
   const int m = best.m;
   best.exponents.assign(order.begin(), order.begin() + m);
   best.symbol.fill(static_cast<uint8_t>(m));

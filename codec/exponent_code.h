@@ -17,12 +17,13 @@ namespace df11::codec {
 
 struct ExponentCode {
   // Of `histogram` (exponent counts), the number m of most frequent exponents to code, at most
-  // `max_coded`, that stores the histogram in the fewest bits (escapes count their 8 raw bits)
-  // with codes of at most `max_length` bits (2 <= max_length <= 15). Canonical code values.
-  // Depends on the histogram only (ties by exponent), so every builder of the same weights gets
-  // the same code.
+  // `max_coded`, and their optimal code lengths of at most `max_length` bits (1 <= max_length
+  // <= 15), that store the histogram in the fewest bits, each escape counting its 8 raw bits
+  // plus `escape_cost_bits` (what a decoder's slow path for escapes is worth avoiding).
+  // Canonical code values. Depends on the histogram only (ties by exponent), so every builder of
+  // the same weights gets the same code.
   static ExponentCode Choose(const std::array<uint64_t, 256>& histogram, int max_length,
-                             int max_coded);
+                             int max_coded, double escape_cost_bits = 0);
 
   int m = 0;                        // coded exponents; symbol m is the escape
   std::vector<uint8_t> exponents;   // of symbols 0 .. m-1, most frequent first

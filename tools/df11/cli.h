@@ -3,9 +3,12 @@
 #ifndef DF11_TOOLS_DF11_CLI_H_
 #define DF11_TOOLS_DF11_CLI_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "client/cli/args.h"
 #include "client/cli/progress.h"
 
@@ -26,6 +29,9 @@ using ::df11::cli::Progress;
 int Fail(const std::string& command, const absl::Status& status);
 // Prints "df11 <command>: <message>" and the command's usage hint; returns kExitUsage.
 int UsageError(const std::string& command, const std::string& message);
+// A comma-separated list of integers in [lo, hi]; kInvalidArgument naming `flag` otherwise.
+absl::StatusOr<std::vector<int64_t>> IntList(const std::string& text, int64_t lo, int64_t hi,
+                                             const std::string& flag);
 
 }  // namespace df11::tool
 

@@ -17,6 +17,7 @@ int RunSynth(const std::vector<std::string>& args);
 int RunDemo(const std::vector<std::string>& args);
 int RunDevices(const std::vector<std::string>& args);
 int RunGpuBench(const std::vector<std::string>& args);
+int RunGemvBench(const std::vector<std::string>& args);
 int RunGpuLoadBench(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 int RunDownload(const std::vector<std::string>& args);

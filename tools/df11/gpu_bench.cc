@@ -264,20 +264,6 @@ absl::StatusOr<Result> BenchSize(int64_t millions, int runs, const std::string& 
   return r;
 }
 
-// A comma-separated list of integers in [lo, hi], or the usage error naming `flag`.
-absl::StatusOr<std::vector<int64_t>> IntList(const std::string& text, int64_t lo, int64_t hi,
-                                             const std::string& flag) {
-  std::vector<int64_t> out;
-  for (absl::string_view s : absl::StrSplit(text, ',')) {
-    int64_t v;
-    if (!absl::SimpleAtoi(s, &v) || v < lo || v > hi) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, " takes integers from ", lo, " to ", hi, ", comma-separated"));
-    }
-    out.push_back(v);
-  }
-  return out;
-}
 
 #endif  // DF11_HAVE_CUDA
 

@@ -41,6 +41,9 @@ Commands:
   devices                       the CUDA devices this build can use
   gpu-bench [--sizes 1,16,200] [--json]
                                 GPU decoder speed against a device copy, on the current GPU
+  gemv-bench [--columns 1,2,4,8] [--json]
+                                fused decode + matrix product against cuBLAS on BF16, on one
+                                layer's shapes, on the current GPU
   gpu-load-bench MODEL_DIR [--bf16 DIR] [--json]
                                 the CUDA backend: load to GPU-resident against the host-to-device
                                 copy, per-layer decode, models that fit in the budget
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
   if (command == "soak") return RunSoak(args);
   if (command == "devices") return RunDevices(args);
   if (command == "gpu-bench") return RunGpuBench(args);
+  if (command == "gemv-bench") return RunGemvBench(args);
   if (command == "gpu-load-bench") return RunGpuLoadBench(args);
   if (command == "token") return RunToken(args);
   std::fprintf(stderr, "df11: unknown command '%s'\n\n%s", command.c_str(), kUsage);
