@@ -29,23 +29,17 @@ namespace df11::codec::gpu {
 // Element types of X and Y.
 enum class TiledType { kBf16, kF32 };
 
-// One product of a launch: Y = W X for the columns n < n_cols, with column n of X at
+// One product of a launch: Y = W X (+ bias) for the columns n < n_cols, with column n of X at
 // x + n * ldx (W.cols values) and column n of Y at y + n * ldy (W.rows values), both in device
-// memory: the layout of a batch of activations, one row per sequence. fp32 accumulation; Y in
-// fp32, or rounded once to BF16.
+// memory: the layout of a batch of activations, one row per sequence. fp32 accumulation, the
+// bias (BF16, W.rows values; null: none) added in fp32; Y in fp32, or rounded once to BF16.
 struct TiledGemvView {
   TiledView matrix;
   const void* x;
   void* y;
   uint64_t ldx;
   uint64_t ldy;
-};
-
-// One matrix of a decode launch: W into out[r * ld + c] (device memory, BF16).
-struct TiledDecodeView {
-  TiledView matrix;
-  uint16_t* out;
-  uint64_t ld;
+  const uint16_t* bias = nullptr;
 };
 
 // Bytes of device workspace a launch of `n_views` views needs. Pure.
@@ -56,11 +50,13 @@ size_t TiledWorkspaceBytes(size_t n_views);
 // (0: 4) caps the CTAs of 256 threads, for benchmarks. kInvalidArgument for no views, more than
 // kMaxUnitsPerLaunch, n_cols outside 1..8, a small workspace, X or Y misaligned (X: 4 bytes for
 // BF16, 8 for fp32; Y: its element; ldx even); kInternal naming the CUDA call that failed.
-// CheckDecoded on the workspace then reports a stream inconsistent with its index as kDataLoss.
-// Allocates nothing; thread-safe.
+// CheckDecoded on the workspace then reports a stream inconsistent with its index as kDataLoss;
+// with `keep_error` the launch leaves the workspace's error flag as earlier launches set it
+// (the caller clears it), so that one check covers several launches. Allocates nothing;
+// thread-safe.
 absl::Status TiledGemv(std::span<const TiledGemvView> views, int n_cols, TiledType x_type,
                        TiledType y_type, void* workspace, size_t workspace_bytes,
-                       StreamRef stream, int ctas_per_sm = 0);
+                       StreamRef stream, int ctas_per_sm = 0, bool keep_error = false);
 
 // Enqueues decoding every view's W into its `out` (4-byte aligned, ld even), as TiledGemv.
 absl::Status DecodeTiled(std::span<const TiledDecodeView> views, void* workspace,
@@ -78,9 +74,7 @@ class DeviceTiledMatrix {
 
  private:
   DeviceBuffer buffer_;
-  uint32_t rows_ = 0, cols_ = 0;
-  uint64_t words_at_ = 0, sign_mantissa_at_ = 0, segment_bits_at_ = 0, lane_bits_at_ = 0,
-           codes_at_ = 0;
+  TiledImage image_;
 };
 
 }  // namespace df11::codec::gpu

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <functional>
 #include <mutex>
 
@@ -227,6 +228,112 @@ uint64_t TiledMatrix::stored_bytes() const {
   return words_.size() * sizeof(uint32_t) + sign_mantissa_.size() +
          segment_bits_.size() * sizeof(uint64_t) + lane_bits_.size() * sizeof(uint16_t) +
          codes_.size() * sizeof(uint16_t);
+}
+
+TiledImage TiledMatrix::image() const {
+  TiledImage image;
+  uint64_t at = 0;
+  auto place = [&at](uint64_t bytes) {
+    const uint64_t here = at;
+    at += (bytes + 255) / 256 * 256;
+    return here;
+  };
+  image.words = place(words_.size() * sizeof(uint32_t));
+  image.sign_mantissa = place(sign_mantissa_.size());
+  image.segment_bits = place(segment_bits_.size() * sizeof(uint64_t));
+  image.lane_bits = place(lane_bits_.size() * sizeof(uint16_t));
+  image.codes = place(codes_.size() * sizeof(uint16_t));
+  image.bytes = at;
+  image.rows = static_cast<uint32_t>(rows_);
+  image.cols = static_cast<uint32_t>(cols_);
+  return image;
+}
+
+void TiledMatrix::CopyImage(char* dst) const {
+  const TiledImage image = this->image();
+  std::memset(dst, 0, image.bytes);
+  std::memcpy(dst + image.words, words_.data(), words_.size() * sizeof(uint32_t));
+  std::memcpy(dst + image.sign_mantissa, sign_mantissa_.data(), sign_mantissa_.size());
+  std::memcpy(dst + image.segment_bits, segment_bits_.data(),
+              segment_bits_.size() * sizeof(uint64_t));
+  std::memcpy(dst + image.lane_bits, lane_bits_.data(), lane_bits_.size() * sizeof(uint16_t));
+  std::memcpy(dst + image.codes, codes_.data(), codes_.size() * sizeof(uint16_t));
+}
+
+gpu::TiledView TiledImage::View(const char* base) const { return RowsView(base, 0, rows); }
+
+gpu::TiledView TiledImage::RowsView(const char* base, uint32_t first_row, uint32_t n_rows) const {
+  const uint64_t band = first_row / kTileRows;
+  const uint32_t tiles_per_band = cols / kTileCols;
+  const uint64_t per_band = (tiles_per_band + kTilesPerSegment - 1) / kTilesPerSegment;
+  return {.words = reinterpret_cast<const uint32_t*>(base + words),
+          .sign_mantissa = reinterpret_cast<const uint8_t*>(base + sign_mantissa) +
+                           band * tiles_per_band * gpu::kTileBytes,
+          .segment_bits = reinterpret_cast<const uint64_t*>(base + segment_bits) + band * per_band,
+          .lane_bits =
+              reinterpret_cast<const uint16_t*>(base + lane_bits) + band * per_band * kTiledLanes,
+          .codes = reinterpret_cast<const uint16_t*>(base + codes),
+          .rows = n_rows,
+          .cols = cols};
+}
+
+bool DecodeTiledView(const gpu::TiledView& v, uint16_t* out, uint64_t ld) {
+  using namespace gpu;  // NOLINT: the kernel's steps
+  std::vector<uint32_t> table(kTiledTableEntries);
+  for (uint32_t i = 0; i < kTiledTableEntries; ++i) table[i] = PairEntry(v.codes, i);
+  const uint32_t tiles_per_band = TilesPerBand(v);
+  bool ok = true;
+  for (uint64_t band = 0; band < Bands(v); ++band) {
+    for (uint32_t s = 0; s < SegmentsPerBand(v); ++s) {
+      const uint64_t seg = band * SegmentsPerBand(v) + s;
+      uint64_t bit[kTiledLanes], end[kTiledLanes];
+      uint64_t start = v.segment_bits[seg];
+      bool inside = v.segment_bits[seg + 1] >= v.segment_bits[seg];
+      for (int lane = 0; lane < kTiledLanes; ++lane) {
+        bit[lane] = start;
+        start += v.lane_bits[seg * kTiledLanes + lane];
+        end[lane] = start;
+        inside &= end[lane] <= v.segment_bits[seg + 1];
+      }
+      if (!inside) {
+        ok = false;
+        continue;
+      }
+      const uint32_t end_tile = std::min(tiles_per_band, (s + 1) * kTilesPerSegment);
+      for (uint32_t tile = s * kTilesPerSegment; tile < end_tile; ++tile) {
+        uint32_t pairs[kTiledLanes][4], used[kTiledLanes];
+        bool any_escape = false;
+        for (int lane = 0; lane < kTiledLanes; ++lane) {
+          uint32_t escapes;
+          used[lane] = DecodePairs(table.data(), ReadWindow(v.words, bit[lane]), pairs[lane],
+                                   escapes);
+          any_escape |= escapes != 0;
+        }
+        for (int lane = 0; lane < kTiledLanes; ++lane) {
+          if (any_escape) {
+            used[lane] = DecodeCodesOneByOne(table.data(), v.words, bit[lane], pairs[lane]);
+          }
+          bit[lane] += used[lane];
+          if (bit[lane] > end[lane]) {
+            ok = false;
+            bit[lane] = end[lane];
+          }
+          uint32_t u[2];
+          std::memcpy(u, v.sign_mantissa + SignMantissaOffset(band, tiles_per_band, tile, lane), 8);
+          uint32_t a[4];
+          JoinTile(u[0], u[1], pairs[lane], a);
+          for (int p = 0; p < 4; ++p) {
+            const uint64_t row = band * kTileRows + SlotRow(lane, 2 * p);
+            const uint64_t col = uint64_t(tile) * kTileCols + SlotCol(lane, 2 * p);
+            out[row * ld + col] = static_cast<uint16_t>(a[p]);
+            out[row * ld + col + 1] = static_cast<uint16_t>(a[p] >> 16);
+          }
+        }
+      }
+      for (int lane = 0; lane < kTiledLanes; ++lane) ok &= bit[lane] == end[lane];
+    }
+  }
+  return ok;
 }
 
 gpu::TiledView TiledMatrix::host_view() const {

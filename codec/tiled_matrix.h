@@ -31,6 +31,23 @@
 
 namespace df11::codec {
 
+// Where a TiledMatrix's arrays sit in one device image (each on a 256-byte boundary), as offsets
+// from the image's start.
+struct TiledImage {
+  uint64_t words = 0, sign_mantissa = 0, segment_bits = 0, lane_bits = 0, codes = 0;
+  uint64_t bytes = 0;  // the whole image
+  uint32_t rows = 0, cols = 0;
+  // The view of an image at `base` (device memory, or host memory in the CPU harness).
+  gpu::TiledView View(const char* base) const;
+  // The view of rows [first_row, first_row + rows) (multiples of 16) of the image at `base`.
+  gpu::TiledView RowsView(const char* base, uint32_t first_row, uint32_t n_rows) const;
+};
+
+// Decodes the matrix of `view` (host memory) with the GPU kernels' per-lane steps, warp by warp,
+// into out[r * ld + c]: what DecodeTiled computes, for emulated devices. False if a lane's codes
+// do not end where its stream does (DecodeTiled's kDataLoss).
+bool DecodeTiledView(const gpu::TiledView& view, uint16_t* out, uint64_t ld);
+
 class TiledMatrix {
  public:
   // Whether a rows x cols matrix can be tiled: both positive, rows a multiple of 16 and cols of
@@ -71,6 +88,9 @@ class TiledMatrix {
   std::span<const uint16_t> codes() const { return codes_; }
   // A view of this object's host memory.
   gpu::TiledView host_view() const;
+  // Its device image: where each array goes (CopyImage writes them there).
+  TiledImage image() const;
+  void CopyImage(char* dst) const;
 
  private:
   int64_t rows_ = 0, cols_ = 0;

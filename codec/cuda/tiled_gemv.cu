@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
@@ -38,6 +39,7 @@ struct LaunchView {
   const void* x;
   void* y;  // fp32 or BF16 Y, or the BF16 output of a decode
   uint64_t ldx, ldy;
+  const uint16_t* bias;
 };
 
 // D += A B for one 16 x 8 x 16 step, BF16 operands, fp32 accumulation.
@@ -171,6 +173,7 @@ __global__ void __launch_bounds__(kThreads, kDefaultCtasPerSm)
         for (int w = 1; w < kWarps; ++w) sum += partial[w][l][r];
         const int col = AccCol(l, r);
         const uint64_t row = band * kTileRows + AccRow(l, r);
+        if (v.bias != nullptr) sum += __uint_as_float(uint32_t{__ldg(v.bias + row)} << 16);
         if (col < n_cols) {
           if (y_bf16) {
             static_cast<uint16_t*>(v.y)[col * v.ldy + row] =
@@ -186,13 +189,11 @@ __global__ void __launch_bounds__(kThreads, kDefaultCtasPerSm)
   if (__any_sync(kFullWarp, !ok) && lane == 0) atomicOr(error, 1u);
 }
 
-uint64_t Align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
-
 bool Aligned(const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; }
 
 absl::Status Launch(Work work, std::span<const LaunchView> views, int n_cols, bool y_bf16,
                     void* workspace, size_t workspace_bytes, cudaStream_t stream, int ctas_per_sm,
-                    const std::string& what) {
+                    bool keep_error, const std::string& what) {
   const size_t n = views.size();
   if (n == 0) return absl::InvalidArgumentError(what + ": no views");
   if (n > kMaxUnitsPerLaunch) {
@@ -225,7 +226,9 @@ absl::Status Launch(Work work, std::span<const LaunchView> views, int n_cols, bo
   DF11_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + kViewsOffset, views.data(),
                                             n * sizeof(LaunchView), cudaMemcpyHostToDevice,
                                             stream));
-  DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(base + kErrorOffset, 0, sizeof(uint32_t), stream));
+  if (!keep_error) {
+    DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(base + kErrorOffset, 0, sizeof(uint32_t), stream));
+  }
   int device = 0, sms = 0;
   DF11_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   DF11_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -259,7 +262,7 @@ size_t TiledWorkspaceBytes(size_t n_views) {
 
 absl::Status TiledGemv(std::span<const TiledGemvView> views, int n_cols, TiledType x_type,
                        TiledType y_type, void* workspace, size_t workspace_bytes,
-                       StreamRef stream, int ctas_per_sm) {
+                       StreamRef stream, int ctas_per_sm, bool keep_error) {
   const std::string what = "TiledGemv";
   if (n_cols < 1 || n_cols > kMaxColumns) {
     return absl::InvalidArgumentError(what + ": " + std::to_string(n_cols) +
@@ -276,10 +279,10 @@ absl::Status TiledGemv(std::span<const TiledGemvView> views, int n_cols, TiledTy
           "-byte aligned with an even ldx of at least the matrix's columns, and Y aligned with "
           "ldy of at least its rows");
     }
-    launch.push_back({v.matrix, v.x, v.y, v.ldx, v.ldy});
+    launch.push_back({v.matrix, v.x, v.y, v.ldx, v.ldy, v.bias});
   }
   return Launch(x_bf16 ? Work::kGemvBf16 : Work::kGemvF32, launch, n_cols, y_bf16, workspace,
-                workspace_bytes, static_cast<cudaStream_t>(stream), ctas_per_sm, what);
+                workspace_bytes, static_cast<cudaStream_t>(stream), ctas_per_sm, keep_error, what);
 }
 
 absl::Status DecodeTiled(std::span<const TiledDecodeView> views, void* workspace,
@@ -292,53 +295,24 @@ absl::Status DecodeTiled(std::span<const TiledDecodeView> views, void* workspace
       return absl::InvalidArgumentError(
           what + ": the output must be 4-byte aligned with an even ld of at least the columns");
     }
-    launch.push_back({v.matrix, nullptr, v.out, 0, v.ld});
+    launch.push_back({v.matrix, nullptr, v.out, 0, v.ld, nullptr});
   }
   return Launch(Work::kDecode, launch, 0, false, workspace, workspace_bytes,
-                static_cast<cudaStream_t>(stream), ctas_per_sm, what);
+                static_cast<cudaStream_t>(stream), ctas_per_sm, false, what);
 }
 
 absl::StatusOr<DeviceTiledMatrix> DeviceTiledMatrix::Upload(const TiledMatrix& matrix) {
   DeviceTiledMatrix d;
-  d.rows_ = static_cast<uint32_t>(matrix.rows());
-  d.cols_ = static_cast<uint32_t>(matrix.cols());
-  uint64_t at = 0;
-  auto place = [&at](uint64_t bytes) {
-    const uint64_t here = at;
-    at += Align(bytes);
-    return here;
-  };
-  d.words_at_ = place(matrix.words().size_bytes());
-  d.sign_mantissa_at_ = place(matrix.sign_mantissa().size_bytes());
-  d.segment_bits_at_ = place(matrix.segment_bits().size_bytes());
-  d.lane_bits_at_ = place(matrix.lane_bits().size_bytes());
-  d.codes_at_ = place(matrix.codes().size_bytes());
-  DF11_ASSIGN_OR_RETURN(d.buffer_, DeviceBuffer::Allocate(at));
-  auto* base = static_cast<char*>(d.buffer_.data());
-  auto copy = [base](uint64_t to, const void* src, size_t bytes) {
-    return cuda::CudaStatus(cudaMemcpy(base + to, src, bytes, cudaMemcpyHostToDevice),
-                            "cudaMemcpy");
-  };
-  DF11_RETURN_IF_ERROR(copy(d.words_at_, matrix.words().data(), matrix.words().size_bytes()));
-  DF11_RETURN_IF_ERROR(copy(d.sign_mantissa_at_, matrix.sign_mantissa().data(),
-                            matrix.sign_mantissa().size_bytes()));
-  DF11_RETURN_IF_ERROR(copy(d.segment_bits_at_, matrix.segment_bits().data(),
-                            matrix.segment_bits().size_bytes()));
-  DF11_RETURN_IF_ERROR(
-      copy(d.lane_bits_at_, matrix.lane_bits().data(), matrix.lane_bits().size_bytes()));
-  DF11_RETURN_IF_ERROR(copy(d.codes_at_, matrix.codes().data(), matrix.codes().size_bytes()));
+  d.image_ = matrix.image();
+  std::vector<char> host(d.image_.bytes);
+  matrix.CopyImage(host.data());
+  DF11_ASSIGN_OR_RETURN(d.buffer_, DeviceBuffer::Allocate(d.image_.bytes));
+  DF11_RETURN_IF_ERROR(d.buffer_.CopyFromHost(host.data(), host.size()));
   return d;
 }
 
 TiledView DeviceTiledMatrix::view() const {
-  const auto* base = static_cast<const char*>(buffer_.data());
-  return {.words = reinterpret_cast<const uint32_t*>(base + words_at_),
-          .sign_mantissa = reinterpret_cast<const uint8_t*>(base + sign_mantissa_at_),
-          .segment_bits = reinterpret_cast<const uint64_t*>(base + segment_bits_at_),
-          .lane_bits = reinterpret_cast<const uint16_t*>(base + lane_bits_at_),
-          .codes = reinterpret_cast<const uint16_t*>(base + codes_at_),
-          .rows = rows_,
-          .cols = cols_};
+  return image_.View(static_cast<const char*>(buffer_.data()));
 }
 
 }  // namespace df11::codec::gpu

@@ -239,6 +239,14 @@ struct TiledView {
   uint32_t cols;
 };
 
+// One matrix of a decode launch (codec/gpu_tiled.h DecodeTiled): W into out[r * ld + c] (device
+// memory, BF16).
+struct TiledDecodeView {
+  TiledView matrix;
+  uint16_t* out;
+  uint64_t ld;
+};
+
 DF11_HOST_DEVICE uint32_t TilesPerBand(const TiledView& v) { return v.cols / kTileCols; }
 DF11_HOST_DEVICE uint32_t SegmentsPerBand(const TiledView& v) {
   return (TilesPerBand(v) + kTilesPerSegment - 1) / kTilesPerSegment;

@@ -243,6 +243,34 @@ TEST_F(GpuTiledTest, SeveralMatricesInOneLaunchGiveWhatEachGivesAlone) {
   DF11_ASSERT_OK(CheckDecoded(workspace_.data(), nullptr));
 }
 
+TEST_F(GpuTiledTest, AddsTheBiasInFp32BeforeRoundingOnce) {
+  const Resident m(1024, 4096, TestSeed(), pool_);
+  const int n_cols = 3;
+  const std::vector<uint16_t> xb = ::df11::testing::NormalBf16(TestSeed() + 1, 1.0f, n_cols * 4096);
+  const std::vector<uint16_t> bias = ::df11::testing::NormalBf16(TestSeed() + 2, 0.5f, 1024);
+  DeviceBuffer dx = Upload(xb), db = Upload(bias);
+  DeviceBuffer dy = DeviceBuffer::Allocate(2 * n_cols * 1024).value();
+  const TiledGemvView view{m.device->view(), dx.data(), dy.data(), 4096, 1024,
+                           static_cast<const uint16_t*>(db.data())};
+  DF11_ASSERT_OK(TiledGemv(std::span(&view, 1), n_cols, TiledType::kBf16, TiledType::kBf16,
+                           workspace_.data(), workspace_.size(), nullptr));
+  DF11_ASSERT_OK(CheckDecoded(workspace_.data(), nullptr));
+  const std::vector<uint16_t> y = Download<uint16_t>(dy, n_cols * 1024);
+  for (int n = 0; n < n_cols; ++n) {
+    for (int r = 0; r < 1024; ++r) {
+      double want = Bf16Value(bias[r]), magnitude = std::abs(want);
+      for (int c = 0; c < 4096; ++c) {
+        const double p = Bf16Value(m.weights[r * 4096 + c]) * Bf16Value(xb[n * 4096 + c]);
+        want += p;
+        magnitude += std::abs(p);
+      }
+      ASSERT_NEAR(Bf16Value(y[n * 1024 + r]), want,
+                  Tolerance(4096, magnitude) + std::abs(want) * std::ldexp(1.0, -8))
+          << "row " << r << " column " << n;
+    }
+  }
+}
+
 TEST_F(GpuTiledTest, AnIndexThatDoesNotMatchTheStreamsIsDataLoss) {
   const Resident m(64, 1024, TestSeed(), pool_);
   std::vector<uint16_t> lane_bits(m.host->lane_bits().begin(), m.host->lane_bits().end());

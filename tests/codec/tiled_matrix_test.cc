@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -251,6 +252,31 @@ TEST(TiledMatrixTest, StoresLlmWeightsInFewerBitsThanDf11) {
   std::vector<uint16_t> out(w.size());
   ASSERT_THAT(m->Decode(out), IsOk());
   EXPECT_TRUE(out == w);
+}
+
+TEST(TiledMatrixTest, ImagesAndRowRangesDecodeAsTheMatrix) {
+  const int64_t rows = 64, cols = 1056;
+  const std::vector<uint16_t> w =
+      ::df11::testing::NormalBf16(::df11::testing::TestSeed(), 0.02f, rows * cols);
+  auto m = TiledMatrix::Build(w, rows, cols, nullptr);
+  ASSERT_THAT(m.status(), IsOk());
+  const TiledImage image = m->image();
+  EXPECT_GE(image.bytes, m->stored_bytes());
+  std::vector<char> bytes(image.bytes + 256);
+  char* base = bytes.data() + (256 - reinterpret_cast<uintptr_t>(bytes.data()) % 256) % 256;
+  m->CopyImage(base);
+  std::vector<uint16_t> out(rows * cols, 0xFFFF);
+  EXPECT_TRUE(DecodeTiledView(image.View(base), out.data(), cols));
+  EXPECT_TRUE(out == w);
+  // Rows 16..47, into a wider output (ld > cols).
+  const uint64_t ld = cols + 32;
+  std::vector<uint16_t> part(32 * ld, 0xFFFF);
+  EXPECT_TRUE(DecodeTiledView(image.RowsView(base, 16, 32), part.data(), ld));
+  for (int64_t r = 0; r < 32; ++r) {
+    EXPECT_TRUE(std::equal(w.begin() + (16 + r) * cols, w.begin() + (17 + r) * cols,
+                           part.begin() + r * ld))
+        << "row " << 16 + r;
+  }
 }
 
 TEST(TiledMatrixTest, RefusesShapesThatDoNotTile) {
