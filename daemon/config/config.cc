@@ -262,6 +262,7 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
     DF11_ASSIGN_OR_RETURN(c.kv_cache, ParseBudget(text, "memory.kv_cache"));
   }
   DF11_RETURN_IF_ERROR(ReadBytes(memory, "kv_page", 4096, c.kv_page_bytes));
+  DF11_RETURN_IF_ERROR(ReadInt(memory, "fused_max_rows", 0, 8, c.fused_max_rows));
   std::string eviction = c.eviction == Eviction::kLru ? "lru" : "none";
   DF11_RETURN_IF_ERROR(ReadString(memory, "eviction", eviction));
   if (eviction == "lru") {
@@ -610,6 +611,7 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "budget" << YAML::Value << c.budget.ToString();
   out << YAML::Key << "kv_cache" << YAML::Value << c.kv_cache.ToString();
   out << YAML::Key << "kv_page" << YAML::Value << c.kv_page_bytes;
+  out << YAML::Key << "fused_max_rows" << YAML::Value << c.fused_max_rows;
   out << YAML::Key << "eviction" << YAML::Value << (c.eviction == Eviction::kLru ? "lru" : "none");
   out << YAML::Key << "keep_alive" << YAML::Value << FormatDuration(c.keep_alive_seconds);
   out << YAML::EndMap;

@@ -61,6 +61,10 @@ struct Config {
   // kv_page_bytes (one sequence's positions of every layer). The CPU allocates per request.
   Budget kv_cache{.bytes = 0, .fraction = 0.1};
   int64_t kv_page_bytes = 2 << 20;
+  // GPUs: forward passes of at most this many tokens (decode steps of that many sequences)
+  // multiply by the compressed projections without decoding them (runtime::CudaBackend::Options::
+  // fused_max_rows, 0 to 8); 0 keeps every unit in DF11's layout, which loads faster.
+  int64_t fused_max_rows = 8;
   Eviction eviction = Eviction::kLru;
   double keep_alive_seconds = 300;  // a model idle this long may be evicted
 

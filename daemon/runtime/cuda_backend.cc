@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
 #include "codec/gpu_layout.h"
+#include "codec/tiled_matrix.h"
 
 namespace df11::runtime {
 namespace {
@@ -25,6 +27,44 @@ constexpr size_t kDecodeSlots = 64;
 constexpr size_t kPlacementChecks = 32;
 
 uint64_t Align(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
+
+// Where weight `name` of `host` is as rows of a tiled matrix of `tiled` (per unit), when it is: a
+// whole tensor of a tiled unit, or a range of its rows that starts and ends on a band.
+template <typename Source>
+std::optional<Source> FindTiled(const Model& host,
+                                const std::vector<std::vector<TiledTensor>>& tiled,
+                                const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  const absl::StatusOr<WeightLocation> w = host.Locate(name);
+  if (!w.ok() || w->unit < 0 || static_cast<size_t>(w->unit) >= tiled.size() ||
+      w->shape.size() != 2) {
+    return std::nullopt;
+  }
+  const uint64_t rows = w->shape[0], cols = w->shape[1];
+  for (const TiledTensor& t : tiled[w->unit]) {
+    const uint64_t n = uint64_t{t.image.rows} * t.image.cols;
+    if (w->offset < t.element_offset || w->offset >= t.element_offset + n) continue;
+    const uint64_t first = w->offset - t.element_offset;
+    if (cols != t.image.cols || first % cols != 0) return std::nullopt;
+    const uint64_t first_row = first / cols;
+    if (first_row % codec::gpu::kTileRows != 0 || rows % codec::gpu::kTileRows != 0 ||
+        first_row + rows > t.image.rows) {
+      return std::nullopt;
+    }
+    return Source{.offset = t.offset,
+                  .image = t.image,
+                  .first_row = static_cast<uint32_t>(first_row),
+                  .rows = static_cast<uint32_t>(rows)};
+  }
+  return std::nullopt;
+}
+
+// One decode launch's workspace: the larger of the two decoders' for a full launch.
+uint64_t SlotBytes(const GpuDevice& device) {
+  return Align(std::max(device.DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch),
+                        device.TiledWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch)),
+               256);
+}
 
 }  // namespace
 
@@ -89,6 +129,41 @@ class CudaPlacedModel final : public PlacedModel {
   std::span<const uint32_t> embedding_positions() const { return embedding_positions_; }
   const CudaBackend* backend() const { return backend_; }
 
+  // A projection or the output head as rows of a tiled matrix in the allocation.
+  struct FusedSource {
+    uint64_t offset = 0;  // of the matrix's image
+    codec::TiledImage image;
+    uint32_t first_row = 0, rows = 0;
+    codec::gpu::TiledView View(const char* allocation) const {
+      return image.RowsView(allocation + offset, first_row, rows);
+    }
+  };
+  // A layer whose 7 projections are all tiled multiplies by them in short passes.
+  struct FusedLayer {
+    bool fused = false;
+    std::array<FusedSource, 7> projections;  // LayerTensorNames order: q k v o gate up down
+  };
+  // Set by Place once the model is uploaded, before anyone else sees it.
+  void SetTiled(std::vector<std::vector<TiledTensor>> units, std::vector<FusedLayer> layers,
+                std::optional<FusedSource> head) {
+    tiled_ = std::move(units);
+    fused_layers_ = std::move(layers);
+    fused_head_ = std::move(head);
+  }
+  // Unit u's tiled tensors; empty when it keeps DF11's layout.
+  std::span<const TiledTensor> tiled(size_t u) const {
+    return u < tiled_.size() ? std::span<const TiledTensor>(tiled_[u]) : std::span<const TiledTensor>();
+  }
+  size_t tiled_units() const {
+    return std::count_if(tiled_.begin(), tiled_.end(), [](const auto& t) { return !t.empty(); });
+  }
+  const FusedLayer* fused_layer(int64_t l) const {
+    return l < static_cast<int64_t>(fused_layers_.size()) && fused_layers_[l].fused
+               ? &fused_layers_[l]
+               : nullptr;
+  }
+  const std::optional<FusedSource>& fused_head() const { return fused_head_; }
+
  private:
   CudaBackend* const backend_;
   const ModelConfig config_;
@@ -97,6 +172,9 @@ class CudaPlacedModel final : public PlacedModel {
   const GpuModelPlan plan_;
   const ArenaAllocator::Id allocation_;
   const std::vector<uint32_t> embedding_positions_;
+  std::vector<std::vector<TiledTensor>> tiled_;
+  std::vector<FusedLayer> fused_layers_;
+  std::optional<FusedSource> fused_head_;
 };
 
 namespace {
@@ -145,7 +223,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr
     return absl::InvalidArgumentError(
         absl::StrCat("placement needs at least two staging buffers of ", kFillPiece, " bytes"));
   }
-  const uint64_t slot = Align(device->DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch), 256);
+  if (options.fused_max_rows < 0 || options.fused_max_rows > ForwardOps::kMaxTiledRows) {
+    return absl::InvalidArgumentError(absl::StrCat("fused_max_rows of ", options.fused_max_rows,
+                                                   "; 0 to ", ForwardOps::kMaxTiledRows));
+  }
+  const uint64_t slot = SlotBytes(*device);
   const uint64_t workspace =
       Align((kDecodeSlots + 2 * kPlacementChecks) * slot + options.library_workspace_bytes,
             options.granule);
@@ -196,8 +278,7 @@ absl::Status CudaBackend::Init() {
     DF11_ASSIGN_OR_RETURN(GpuDevice::Event e, device_->CreateEvent());
     staging_done_.push_back(std::make_unique<Event>(*device_, e));
   }
-  const uint64_t slot_bytes =
-      Align(device_->DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch), 256);
+  const uint64_t slot_bytes = SlotBytes(*device_);
   slot_bytes_ = slot_bytes;
   {
     absl::MutexLock decode_lock(&decode_mu_);
@@ -382,15 +463,38 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
                                                std::move(embedding_positions));
     models_.insert(placed.get());
   }
-  DF11_RETURN_IF_ERROR(Upload(*host, placed->plan(), allocation, progress));
+  std::vector<std::vector<TiledTensor>> tiled(host->units().size());
+  DF11_RETURN_IF_ERROR(Upload(*host, placed->plan(), allocation, progress, tiled));
   // A file truncated or rewritten while it was copied gave the device other bytes than the
   // validated ones (the mapping guard turns reads past a truncation into zeros).
   DF11_RETURN_IF_ERROR(host->CheckFiles());
+  using FusedSource = CudaPlacedModel::FusedSource;
+  std::vector<CudaPlacedModel::FusedLayer> layers(host->config().num_layers);
+  for (int64_t l = 0; l < host->config().num_layers; ++l) {
+    const std::vector<std::string> names = LayerTensorNames(host->config(), l);
+    layers[l].fused = true;
+    for (size_t k = 0; k < layers[l].projections.size(); ++k) {
+      const std::optional<FusedSource> source = FindTiled<FusedSource>(*host, tiled, names[k]);
+      layers[l].fused &= source.has_value();
+      if (source.has_value()) layers[l].projections[k] = *source;
+    }
+  }
+  std::optional<FusedSource> head = FindTiled<FusedSource>(*host, tiled, LmHeadName(host->config()));
+  placed->SetTiled(std::move(tiled), std::move(layers), std::move(head));
   return std::unique_ptr<PlacedModel>(std::move(placed));
 }
 
+bool CudaBackend::Tileable(const Model& host, const GpuModelPlan& plan, size_t u) const {
+  if (options_.fused_max_rows == 0 || static_cast<int>(u) == plan.embedding_unit) return false;
+  for (const std::vector<int64_t>& shape : host.units()[u]->shapes) {
+    if (shape.size() != 2 || !codec::TiledMatrix::Supports(shape[0], shape[1])) return false;
+  }
+  return true;
+}
+
 absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
-                                 ArenaAllocator::Id allocation, const PlaceProgressFn& progress) {
+                                 ArenaAllocator::Id allocation, const PlaceProgressFn& progress,
+                                 std::vector<std::vector<TiledTensor>>& tiled) {
   absl::MutexLock upload_lock(&upload_mu_);
   GpuDevice::Stream stream = upload_stream_->get();
   const auto units = host.units();
@@ -443,7 +547,7 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
       done += n;
       if (progress && done - reported >= kReportBytes) {
         reported = done;
-        if (!progress(done, total)) {
+        if (!progress(std::min(done, total), total)) {
           cancelled = true;
           return absl::CancelledError("load cancelled");
         }
@@ -491,6 +595,42 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
         std::span(&view, 1), placement_workspace_ + (2 * k + 1) * slot_bytes_, slot_bytes_, check);
   };
 
+  // Unit u as tiled matrices, when their images fit in its DF11 image's place (false: they do
+  // not, and it keeps DF11's layout). The DF11 decoder checks the stream on the way.
+  auto upload_tiled = [&](size_t u) -> absl::StatusOr<bool> {
+    const codec::Df11Model::UnitEntry& entry = *units[u];
+    std::vector<uint16_t> values(entry.unit->num_elements());
+    if (absl::Status s = codec::UnitDecoder(*entry.unit).Decode(values, &copy_pool_); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("DF11 unit ", entry.path, " of ",
+                                                 host.directory(), ": ", s.message()));
+    }
+    std::vector<codec::TiledMatrix> matrices;
+    uint64_t element = 0, bytes = 0;
+    for (const std::vector<int64_t>& shape : entry.shapes) {
+      const uint64_t n = uint64_t(shape[0]) * uint64_t(shape[1]);
+      DF11_ASSIGN_OR_RETURN(codec::TiledMatrix m,
+                            codec::TiledMatrix::Build(std::span(values).subspan(element, n),
+                                                      shape[0], shape[1], &copy_pool_));
+      bytes += m.image().bytes;
+      element += n;
+      matrices.push_back(std::move(m));
+    }
+    if (bytes > plan.layout.unit_images[u].bytes) return false;
+    std::vector<char> image;
+    uint64_t at = plan.layout.unit_offsets[u];
+    element = 0;
+    for (const codec::TiledMatrix& m : matrices) {
+      const codec::TiledImage i = m.image();
+      image.resize(i.bytes);
+      m.CopyImage(image.data());
+      DF11_RETURN_IF_ERROR(copy(image.data(), i.bytes, at));
+      tiled[u].push_back(TiledTensor{.element_offset = element, .offset = at, .image = i});
+      element += m.num_elements();
+      at += i.bytes;
+    }
+    return true;
+  };
+
   auto upload_all = [&]() -> absl::Status {
     {
       absl::ReaderMutexLock lock(&mu_);
@@ -499,6 +639,10 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
     }
     for (size_t u = 0; u < units.size(); ++u) {
       const codec::Unit& unit = *units[u]->unit;
+      if (Tileable(host, plan, u)) {
+        DF11_ASSIGN_OR_RETURN(const bool placed, upload_tiled(u));
+        if (placed) continue;
+      }
       const codec::UnitTensors& t = unit.tensors();
       const codec::GpuUnitImage& image = plan.layout.unit_images[u];
       const uint64_t at = plan.layout.unit_offsets[u];
@@ -780,11 +924,16 @@ absl::Status CudaBackend::ForwardSteps(
     DF11_RETURN_IF_ERROR(ops.Widen(u16(b.h), rows * H, c.embedding_scale, f32(b.x), stream));
   }
 
-  // Layer l computes from scratch buffer l % 2 while layer l + 1 decodes into the other.
-  DF11_RETURN_IF_ERROR(DecodeLayer(m, 0, 0));
+  // Layer l computes from scratch buffer l % 2 while layer l + 1 decodes into the other. In a
+  // short pass, layers whose projections are tiled multiply by them without decoding them.
+  const bool short_pass = rows <= options_.fused_max_rows;
+  auto fused = [&](int64_t l) { return short_pass ? m.fused_layer(l) : nullptr; };
+  DF11_RETURN_IF_ERROR(DecodeLayerUnits(m, 0, 0, fused(0) != nullptr));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const int buffer = static_cast<int>(l % 2);
-    if (l + 1 < c.num_layers) DF11_RETURN_IF_ERROR(DecodeLayer(m, l + 1, 1 - buffer));
+    if (l + 1 < c.num_layers) {
+      DF11_RETURN_IF_ERROR(DecodeLayerUnits(m, l + 1, 1 - buffer, fused(l + 1) != nullptr));
+    }
     absl::ReaderMutexLock lock(&mu_);
     DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_ready_[buffer]->get()));
     auto w = [&](size_t k)
@@ -797,10 +946,23 @@ absl::Status CudaBackend::ForwardSteps(
     const int64_t window = c.SlidingWindow(l);
     // LayerTensorNames order: q k v o gate up down, input norm, MLP norm, q/k norms, q k v o
     // gate up down biases, attention-output and MLP-output norms.
+    // The projections: from scratch (or resident BF16) by Linear, or from the tiled matrices,
+    // those that share an input in one launch.
+    const CudaPlacedModel::FusedLayer* tiled = fused(l);
+    const char* allocation = AddressLocked(m.allocation());
+    auto product = [&](size_t k, void* y) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return ForwardOps::TiledProduct{
+          .w = tiled->projections[k].View(allocation), .bias = w(11 + k), .y = y};
+    };
     DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(7), rows, H, eps, offset, h, false, stream));
-    DF11_RETURN_IF_ERROR(ops.Linear(h, w(0), w(11), rows, H, nh * d, q, false, stream));
-    DF11_RETURN_IF_ERROR(ops.Linear(h, w(1), w(12), rows, H, nkv * d, k, false, stream));
-    DF11_RETURN_IF_ERROR(ops.Linear(h, w(2), w(13), rows, H, nkv * d, v, false, stream));
+    if (tiled != nullptr) {
+      const ForwardOps::TiledProduct qkv[] = {product(0, q), product(1, k), product(2, v)};
+      DF11_RETURN_IF_ERROR(ops.TiledLinear(h, rows, qkv, false, stream));
+    } else {
+      DF11_RETURN_IF_ERROR(ops.Linear(h, w(0), w(11), rows, H, nh * d, q, false, stream));
+      DF11_RETURN_IF_ERROR(ops.Linear(h, w(1), w(12), rows, H, nkv * d, k, false, stream));
+      DF11_RETURN_IF_ERROR(ops.Linear(h, w(2), w(13), rows, H, nkv * d, v, false, stream));
+    }
     if (w(9) != nullptr) {
       DF11_RETURN_IF_ERROR(ops.RmsNorm(q, w(9), rows * nh, d, eps, offset, q, stream));
       DF11_RETURN_IF_ERROR(ops.RmsNorm(k, w(10), rows * nkv, d, eps, offset, k, stream));
@@ -817,16 +979,31 @@ absl::Status CudaBackend::ForwardSteps(
                                .softcap = c.attention_softcap};
     DF11_RETURN_IF_ERROR(ops.Attention(q, rows, shape, kv, attn, stream));
     // The projections back into the residual stream stay fp32 until added.
-    DF11_RETURN_IF_ERROR(ops.Linear(attn, w(3), w(14), rows, nh * d, H, tmp, true, stream));
+    if (tiled != nullptr) {
+      const ForwardOps::TiledProduct o[] = {product(3, tmp)};
+      DF11_RETURN_IF_ERROR(ops.TiledLinear(attn, rows, o, true, stream));
+    } else {
+      DF11_RETURN_IF_ERROR(ops.Linear(attn, w(3), w(14), rows, nh * d, H, tmp, true, stream));
+    }
     if (w(18) != nullptr) {
       DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(tmp, w(18), rows, H, eps, offset, tmp, true, stream));
     }
     DF11_RETURN_IF_ERROR(ops.Add(x, tmp, rows * H, stream));
     DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(8), rows, H, eps, offset, h, false, stream));
-    DF11_RETURN_IF_ERROR(ops.Linear(h, w(4), w(15), rows, H, I, gate, false, stream));
-    DF11_RETURN_IF_ERROR(ops.Linear(h, w(5), w(16), rows, H, I, up, false, stream));
+    if (tiled != nullptr) {
+      const ForwardOps::TiledProduct gate_up[] = {product(4, gate), product(5, up)};
+      DF11_RETURN_IF_ERROR(ops.TiledLinear(h, rows, gate_up, false, stream));
+    } else {
+      DF11_RETURN_IF_ERROR(ops.Linear(h, w(4), w(15), rows, H, I, gate, false, stream));
+      DF11_RETURN_IF_ERROR(ops.Linear(h, w(5), w(16), rows, H, I, up, false, stream));
+    }
     DF11_RETURN_IF_ERROR(ops.GatedActivation(gate, up, rows * I, c.activation, gate, stream));
-    DF11_RETURN_IF_ERROR(ops.Linear(gate, w(6), w(17), rows, I, H, tmp, true, stream));
+    if (tiled != nullptr) {
+      const ForwardOps::TiledProduct down[] = {product(6, tmp)};
+      DF11_RETURN_IF_ERROR(ops.TiledLinear(gate, rows, down, true, stream));
+    } else {
+      DF11_RETURN_IF_ERROR(ops.Linear(gate, w(6), w(17), rows, I, H, tmp, true, stream));
+    }
     if (w(19) != nullptr) {
       DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(tmp, w(19), rows, H, eps, offset, tmp, true, stream));
     }
@@ -835,7 +1012,8 @@ absl::Status CudaBackend::ForwardSteps(
   }
 
   // Each sequence's last row: the final norm, then the output head, into fp32 logits.
-  DF11_RETURN_IF_ERROR(DecodeLmHead(m));
+  const bool tiled_head = short_pass && m.fused_head().has_value();
+  if (!tiled_head) DF11_RETURN_IF_ERROR(DecodeLmHead(m));
   {
     absl::ReaderMutexLock lock(&mu_);
     const int head_buffer = m.plan().head_buffer;
@@ -852,8 +1030,14 @@ absl::Status CudaBackend::ForwardSteps(
     DF11_RETURN_IF_ERROR(
         ops.FloatRmsNorm(f32(b.last_x), final_norm, S, H, eps, offset, u16(b.last), false, stream));
     auto* out = reinterpret_cast<float*>(AddressLocked(b.id) + b.logits);
-    DF11_RETURN_IF_ERROR(
-        ops.Linear(u16(b.last), tensor(LmHead(m)), nullptr, S, H, V, out, true, stream));
+    if (tiled_head) {
+      const ForwardOps::TiledProduct head[] = {
+          {.w = m.fused_head()->View(AddressLocked(m.allocation())), .y = out}};
+      DF11_RETURN_IF_ERROR(ops.TiledLinear(u16(b.last), S, head, true, stream));
+    } else {
+      DF11_RETURN_IF_ERROR(
+          ops.Linear(u16(b.last), tensor(LmHead(m)), nullptr, S, H, V, out, true, stream));
+    }
     if (c.final_logit_softcap > 0) {
       DF11_RETURN_IF_ERROR(ops.SoftCap(out, S * V, c.final_logit_softcap, stream));
     }
@@ -861,7 +1045,24 @@ absl::Status CudaBackend::ForwardSteps(
     DF11_RETURN_IF_ERROR(device_->CopyAsync(logits.data(), out, S * V * 4, stream));
   }
   DF11_RETURN_IF_ERROR(device_->StreamSynchronize(stream));
+  if (short_pass && m.tiled_units() > 0) {
+    if (absl::Status s = ops.CheckTiled(stream); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("a forward pass of ", m.label(), " on ",
+                                                 device_name_, ": ", s.message()));
+    }
+  }
   return FinishDecodes();
+}
+
+size_t CudaBackend::tiled_units(const PlacedModel& model) const {
+  const CudaPlacedModel* m = Mine(model);
+  return m == nullptr ? 0 : m->tiled_units();
+}
+
+bool CudaBackend::fused(const PlacedModel& model, int64_t layer) const {
+  const CudaPlacedModel* m = Mine(model);
+  if (m == nullptr) return false;
+  return layer < 0 ? m->fused_head().has_value() : m->fused_layer(layer) != nullptr;
 }
 
 BackendMemory CudaBackend::Memory() const {
@@ -896,17 +1097,68 @@ absl::StatusOr<CudaBackend::DecodeSlot*> CudaBackend::NextSlotLocked() {
   return &slot;
 }
 
-absl::Status CudaBackend::LaunchLocked(DecodeSlot& slot, const DecodeSlot& what, int buffer) {
+absl::Status CudaBackend::LaunchLocked(DecodeSlot& slot, const DecodeSlot& what, int buffer,
+                                       bool tiled) {
   GpuDevice::Stream stream = decode_stream_->get();
   // Not before the forward pass has finished reading what the buffer held; then mark it decoded.
   DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_free_[buffer]->get()));
-  DF11_RETURN_IF_ERROR(device_->DecodeUnits(views_, workspace_ + slot.offset, slot_bytes_, stream));
+  if (tiled) {
+    DF11_RETURN_IF_ERROR(
+        device_->DecodeTiled(tiled_views_, workspace_ + slot.offset, slot_bytes_, stream));
+  } else {
+    DF11_RETURN_IF_ERROR(
+        device_->DecodeUnits(views_, workspace_ + slot.offset, slot_bytes_, stream));
+  }
   DF11_RETURN_IF_ERROR(device_->Record(scratch_ready_[buffer]->get(), stream));
   slot.pending = true;
   slot.model = what.model;
   slot.what = what.what;
   slot.layer = what.layer;
   next_slot_ = (next_slot_ + 1) % slots_.size();
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::DecodeStepLocked(const CudaPlacedModel& m, const DecodeStep& step,
+                                           int buffer, bool skip_tiled, const DecodeSlot& what) {
+  for (const bool tiled : {false, true}) {
+    if (tiled && skip_tiled) continue;
+    const auto in_layout = [&](int u) { return m.tiled(u).empty() != tiled; };
+    if (std::none_of(step.units.begin(), step.units.end(), in_layout)) continue;
+    DF11_ASSIGN_OR_RETURN(DecodeSlot * slot, NextSlotLocked());
+    absl::ReaderMutexLock lock(&mu_);
+    if (step.scratch_elements > scratch_elements_[buffer]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decoding ", step.scratch_elements, " elements into scratch buffer ", buffer,
+                       ", which holds ", scratch_elements_[buffer]));
+    }
+    const GpuPlacementLayout& layout = m.plan().layout;
+    const char* base = AddressLocked(m.allocation());
+    auto* out = reinterpret_cast<uint16_t*>(AddressLocked(scratch_[buffer]));
+    views_.clear();
+    tiled_views_.clear();
+    for (size_t i = 0; i < step.units.size(); ++i) {
+      const int u = step.units[i];
+      if (!in_layout(u)) continue;
+      uint16_t* unit_out = out + step.scratch_offsets[i];
+      if (!tiled) {
+        views_.push_back(
+            layout.unit_images[u].View(base + layout.unit_offsets[u], m.plan().unit_sizes[u],
+                                       unit_out));
+        continue;
+      }
+      for (const TiledTensor& t : m.tiled(u)) {
+        tiled_views_.push_back({.matrix = t.image.View(base + t.offset),
+                                .out = unit_out + t.element_offset,
+                                .ld = t.image.cols});
+      }
+    }
+    if (tiled_views_.size() > codec::gpu::kMaxUnitsPerLaunch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          tiled_views_.size(), " tiled matrices in one decode; at most ",
+          codec::gpu::kMaxUnitsPerLaunch));
+    }
+    DF11_RETURN_IF_ERROR(LaunchLocked(*slot, what, buffer, tiled));
+  }
   return absl::OkStatus();
 }
 
@@ -936,33 +1188,21 @@ absl::Status CudaBackend::FinishDecodesLocked() {
 absl::Status CudaBackend::DecodeLayer(const PlacedModel& model, int64_t layer, int buffer) {
   const CudaPlacedModel* m = Mine(model);
   if (m == nullptr) return absl::InvalidArgumentError("DecodeLayer: a model of another backend");
-  if (layer < 0 || layer >= static_cast<int64_t>(m->plan().layers.size()) || buffer < 0 ||
+  return DecodeLayerUnits(*m, layer, buffer, /*skip_tiled=*/false);
+}
+
+absl::Status CudaBackend::DecodeLayerUnits(const CudaPlacedModel& m, int64_t layer, int buffer,
+                                           bool skip_tiled) {
+  if (layer < 0 || layer >= static_cast<int64_t>(m.plan().layers.size()) || buffer < 0 ||
       buffer > 1) {
     return absl::InvalidArgumentError(absl::StrCat("DecodeLayer: layer ", layer, " of ",
-                                                   m->plan().layers.size(), ", buffer ", buffer));
+                                                   m.plan().layers.size(), ", buffer ", buffer));
   }
-  const DecodeStep& step = m->plan().layers[layer].decode;
+  const DecodeStep& step = m.plan().layers[layer].decode;
   if (step.units.empty()) return absl::OkStatus();
   absl::MutexLock decode_lock(&decode_mu_);
-  DF11_ASSIGN_OR_RETURN(DecodeSlot * slot, NextSlotLocked());
-  absl::ReaderMutexLock lock(&mu_);
-  if (step.scratch_elements > scratch_elements_[buffer]) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DecodeLayer: layer ", layer, " needs ", step.scratch_elements,
-                     " elements of scratch; buffer ", buffer, " holds ", scratch_elements_[buffer],
-                     " (layer i decodes into buffer i % 2)"));
-  }
-  const GpuPlacementLayout& layout = m->plan().layout;
-  const char* base = AddressLocked(m->allocation());
-  auto* out = reinterpret_cast<uint16_t*>(AddressLocked(scratch_[buffer]));
-  views_.clear();
-  for (size_t i = 0; i < step.units.size(); ++i) {
-    const int u = step.units[i];
-    views_.push_back(layout.unit_images[u].View(
-        base + layout.unit_offsets[u], m->plan().unit_sizes[u], out + step.scratch_offsets[i]));
-  }
-  return LaunchLocked(
-      *slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kLayer, .layer = layer}, buffer);
+  return DecodeStepLocked(m, step, buffer, skip_tiled,
+                          DecodeSlot{.model = &m, .what = DecodeSlot::What::kLayer, .layer = layer});
 }
 
 absl::Status CudaBackend::DecodeLmHead(const PlacedModel& model) {
@@ -971,15 +1211,8 @@ absl::Status CudaBackend::DecodeLmHead(const PlacedModel& model) {
   const GpuModelPlan& plan = m->plan();
   if (plan.head_decode.units.empty()) return absl::OkStatus();
   absl::MutexLock decode_lock(&decode_mu_);
-  DF11_ASSIGN_OR_RETURN(DecodeSlot * slot, NextSlotLocked());
-  absl::ReaderMutexLock lock(&mu_);
-  const int u = plan.head_decode.units[0];
-  views_.clear();
-  views_.push_back(plan.layout.unit_images[u].View(
-      AddressLocked(m->allocation()) + plan.layout.unit_offsets[u], plan.unit_sizes[u],
-      reinterpret_cast<uint16_t*>(AddressLocked(scratch_[plan.head_buffer]))));
-  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kHead},
-                      plan.head_buffer);
+  return DecodeStepLocked(*m, plan.head_decode, plan.head_buffer, /*skip_tiled=*/false,
+                          DecodeSlot{.model = m, .what = DecodeSlot::What::kHead});
 }
 
 int64_t CudaBackend::EmbeddingRowsPerCall(const PlacedModel& model) const {
@@ -1051,7 +1284,8 @@ absl::Status CudaBackend::DecodeEmbeddingRows(const PlacedModel& model,
     cursor += p[b1] - p[b0];
   }
   DF11_CHECK(cursor <= scratch_elements_[1]);
-  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kEmbedding}, 1);
+  return LaunchLocked(*slot, DecodeSlot{.model = m, .what = DecodeSlot::What::kEmbedding}, 1,
+                      /*tiled=*/false);
 }
 
 DeviceTensor CudaBackend::LayerTensor(const PlacedModel& model, int64_t layer, int buffer,

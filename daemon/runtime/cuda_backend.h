@@ -57,6 +57,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "codec/thread_pool.h"
+#include "codec/tiled_matrix.h"
 #include "daemon/runtime/arena_allocator.h"
 #include "daemon/runtime/backend.h"
 #include "daemon/runtime/forward_ops.h"
@@ -67,6 +68,14 @@
 namespace df11::runtime {
 
 class CudaPlacedModel;
+
+// A tensor of a unit kept as a tiled matrix: where its rows start in the unit (elements), and
+// where its image is in the model's allocation.
+struct TiledTensor {
+  uint64_t element_offset = 0;
+  uint64_t offset = 0;
+  codec::TiledImage image;
+};
 
 // A tensor on the device after a decode: in a scratch buffer, or in a model's own memory.
 // Resolved to an address only under the backend's lock (Read).
@@ -95,6 +104,13 @@ class CudaBackend final : public Backend {
     // Tokens of one forward pass at most: a longer prompt runs in several passes, so that a pass's
     // buffers (about 100 KB per token for an 8B model) stay small next to the arena.
     uint64_t max_pass_tokens = 2048;
+    // Forward passes of at most this many tokens (0 to ForwardOps::kMaxTiledRows) multiply by
+    // the projections and the output head without decoding them: those units are kept as tiled
+    // matrices (codec::TiledMatrix, built on the host at Place) and the fused decode + product
+    // reads them (codec/gpu_tiled.h); longer passes decode them into scratch for cuBLAS as
+    // usual. 0 keeps every unit in DF11's layout, which loads faster (no host decode and
+    // re-encode).
+    int64_t fused_max_rows = ForwardOps::kMaxTiledRows;
   };
 
   // The threads that fill the staging buffers under `options` (Options::threads resolved).
@@ -153,6 +169,11 @@ class CudaBackend final : public Backend {
   // Copies `tensor` (of `model`) to host memory `out` (tensor.bytes bytes), after FinishDecodes.
   absl::Status Read(const PlacedModel& model, const DeviceTensor& tensor, std::span<std::byte> out);
 
+  // Units of `model` resident as tiled matrices (Options::fused_max_rows), and whether layer
+  // `layer` (-1: the output head) multiplies by them in short passes.
+  size_t tiled_units(const PlacedModel& model) const;
+  bool fused(const PlacedModel& model, int64_t layer) const;
+
   // For tests: the arena's bookkeeping, and compaction on demand.
   uint64_t arena_allocated_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t arena_allocations() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -161,6 +182,7 @@ class CudaBackend final : public Backend {
 
  private:
   friend class CudaPlacedModel;
+
   class Stream;
   class Event;
   struct DecodeSlot;
@@ -200,9 +222,14 @@ class CudaBackend final : public Backend {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::array<uint64_t, 2> ScratchNeedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   char* AddressLocked(ArenaAllocator::Id id) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Copies the model's files into its allocation.
+  // Copies the model's files into its allocation; units that Options::fused_max_rows tiles are
+  // decoded on the host, re-encoded and copied as tiled matrices into their place, their images
+  // into `tiled` (per unit; empty for a unit kept in DF11's layout).
   absl::Status Upload(const Model& host, const GpuModelPlan& plan, ArenaAllocator::Id allocation,
-                      const PlaceProgressFn& progress);
+                      const PlaceProgressFn& progress, std::vector<std::vector<TiledTensor>>& tiled);
+  // Whether unit `u` of `host` is to be tiled: every tensor a matrix TiledMatrix supports, and
+  // not the embedding's unit (whose rows are decoded on their own).
+  bool Tileable(const Model& host, const GpuModelPlan& plan, size_t u) const;
   // Frees a placed model's memory (its destructor).
   void Release(CudaPlacedModel& model);
   // The next decode launch slot; when every slot holds a launch not yet checked, checks them.
@@ -210,11 +237,18 @@ class CudaBackend final : public Backend {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status FinishDecodesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Enqueues one decode launch of views_ into scratch buffer `buffer` with `slot`'s workspace,
-  // after scratch_free_[buffer], and records scratch_ready_[buffer]; `slot` then names what it
-  // decoded, for errors.
-  absl::Status LaunchLocked(DecodeSlot& slot, const DecodeSlot& what, int buffer)
+  // Enqueues one decode launch into scratch buffer `buffer` with `slot`'s workspace, after
+  // scratch_free_[buffer], and records scratch_ready_[buffer]: views_ by the DF11 decoder, or,
+  // with `tiled`, tiled_views_ by the tiled one. `slot` then names what it decoded, for errors.
+  absl::Status LaunchLocked(DecodeSlot& slot, const DecodeSlot& what, int buffer, bool tiled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Decodes the units of `step` (all, or with `skip_tiled` only those in DF11's layout) into
+  // scratch buffer `buffer`, one launch per layout.
+  absl::Status DecodeStepLocked(const CudaPlacedModel& m, const DecodeStep& step, int buffer,
+                                bool skip_tiled, const DecodeSlot& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status DecodeLayerUnits(const CudaPlacedModel& m, int64_t layer, int buffer,
+                                bool skip_tiled) ABSL_LOCKS_EXCLUDED(decode_mu_, mu_);
   const CudaPlacedModel* Mine(const PlacedModel& model) const;
 
   const std::unique_ptr<GpuDevice> device_;
@@ -261,6 +295,7 @@ class CudaBackend final : public Backend {
   std::vector<DecodeSlot> slots_ ABSL_GUARDED_BY(decode_mu_);
   size_t next_slot_ ABSL_GUARDED_BY(decode_mu_) = 0;
   std::vector<codec::gpu::UnitView> views_ ABSL_GUARDED_BY(decode_mu_);  // reused per launch
+  std::vector<codec::gpu::TiledDecodeView> tiled_views_ ABSL_GUARDED_BY(decode_mu_);
   // Per scratch buffer: recorded on the decode stream when a decode into it is done (the forward
   // pass's compute stream waits for it before reading), and by the compute stream once it has
   // read the buffer (the next decode into it waits for that), so that layer i + 1 decodes while

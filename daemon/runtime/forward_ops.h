@@ -11,8 +11,10 @@
 #define DF11_DAEMON_RUNTIME_FORWARD_OPS_H_
 
 #include <cstdint>
+#include <span>
 
 #include "absl/status/status.h"
+#include "codec/cuda/tiled_steps.h"
 #include "daemon/runtime/model_config.h"
 #include "daemon/runtime/rotary_embedding.h"
 
@@ -109,6 +111,24 @@ class ForwardOps {
   virtual absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
                              Stream stream) = 0;
   virtual absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) = 0;
+
+  // One product of TiledLinear: y[rows][w.rows] = x[rows][w.cols] · wᵀ (+ bias[w.rows] when not
+  // null), w a tiled matrix in device memory (codec::TiledMatrix); y BF16, or fp32 when y_fp32.
+  struct TiledProduct {
+    codec::gpu::TiledView w;
+    const uint16_t* bias = nullptr;
+    void* y = nullptr;
+  };
+  static constexpr int64_t kMaxTiledRows = 8;
+  // Every product of `products` from the same x, rows <= kMaxTiledRows, in one launch: what
+  // Linear gives on the decoded weights (the sums may run in another order), decoding the
+  // weights inside the product (codec/gpu_tiled.h), so no decoded weight reaches memory.
+  virtual absl::Status TiledLinear(const uint16_t* x, int64_t rows,
+                                   std::span<const TiledProduct> products, bool y_fp32,
+                                   Stream stream) = 0;
+  // Waits for `stream`; kDataLoss if a tiled matrix of a TiledLinear since the last call had
+  // codes inconsistent with its index (its products are then not to be used).
+  virtual absl::Status CheckTiled(Stream stream) = 0;
 };
 
 }  // namespace df11::runtime

@@ -6,7 +6,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
 #include "codec/format.h"
+#include "codec/tiled_matrix.h"
 
 namespace df11::runtime {
 namespace {
@@ -193,6 +196,30 @@ absl::Status ReferenceForwardOps::Widen(const uint16_t* in, int64_t n, float sca
 
 absl::Status ReferenceForwardOps::SoftCap(float* x, int64_t n, float cap, Stream) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
+  return absl::OkStatus();
+}
+
+absl::Status ReferenceForwardOps::TiledLinear(const uint16_t* x, int64_t rows,
+                                              std::span<const TiledProduct> products, bool y_fp32,
+                                              Stream stream) {
+  if (rows > kMaxTiledRows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TiledLinear: ", rows, " rows; at most ", kMaxTiledRows));
+  }
+  std::vector<uint16_t> w;
+  for (const TiledProduct& p : products) {
+    w.resize(uint64_t{p.w.rows} * p.w.cols);
+    if (!codec::DecodeTiledView(p.w, w.data(), p.w.cols)) tiled_error_ = true;
+    DF11_RETURN_IF_ERROR(Linear(x, w.data(), p.bias, rows, p.w.cols, p.w.rows, p.y, y_fp32, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReferenceForwardOps::CheckTiled(Stream stream) {
+  if (tiled_error_.exchange(false)) {
+    return absl::DataLossError(
+        "tiled product: a lane's codes did not end where its stream does (corrupt tiled matrix)");
+  }
   return absl::OkStatus();
 }
 

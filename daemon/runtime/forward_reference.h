@@ -5,6 +5,8 @@
 #ifndef DF11_DAEMON_RUNTIME_FORWARD_REFERENCE_H_
 #define DF11_DAEMON_RUNTIME_FORWARD_REFERENCE_H_
 
+#include <atomic>
+
 #include "daemon/runtime/forward_ops.h"
 
 namespace df11::runtime {
@@ -30,6 +32,13 @@ class ReferenceForwardOps final : public ForwardOps {
   absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
                      Stream stream) override;
   absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) override;
+  // Decodes each matrix with the GPU kernels' steps (codec::DecodeTiledView), then Linear.
+  absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
+                           bool y_fp32, Stream stream) override;
+  absl::Status CheckTiled(Stream stream) override;
+
+ private:
+  std::atomic<bool> tiled_error_{false};
 };
 
 }  // namespace df11::runtime

@@ -1,5 +1,5 @@
 // What the CUDA backend asks of a GPU: memory from the driver, pinned host memory, streams and
-// events, asynchronous copies, and the DF11 decoder's launch. No CUDA type appears here. The CUDA
+// events, asynchronous copies, and the launches of the GPU decoders. No CUDA type appears here. The CUDA
 // implementation is daemon/runtime/cuda/cuda_device.h (CUDA builds only); tests run the backend
 // on an emulation that keeps "device" memory on the host and decodes with the kernel's per-thread
 // steps (tests/runtime/emulated_gpu_device.h), so its host logic is tested without a GPU.
@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "codec/cuda/decode_steps.h"
+#include "codec/cuda/tiled_steps.h"
 
 namespace df11::runtime {
 
@@ -76,6 +77,11 @@ class GpuDevice {
   virtual absl::Status CheckDecoded(const void* workspace, Stream stream) = 0;
   // Device workspace one DecodeUnits call with `views` views needs.
   virtual uint64_t DecodeWorkspaceBytes(size_t views) const = 0;
+  // codec::gpu::DecodeTiled (codec/gpu_tiled.h): tiled matrices into BF16, checked by
+  // CheckDecoded; and the workspace a launch of `views` views needs.
+  virtual absl::Status DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views,
+                                   void* workspace, uint64_t workspace_bytes, Stream stream) = 0;
+  virtual uint64_t TiledWorkspaceBytes(size_t views) const = 0;
 
   // The forward pass's operations on this device (forward_ops.h), owned by the device; nullptr
   // when it has none.

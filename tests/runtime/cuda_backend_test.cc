@@ -538,6 +538,9 @@ TEST_P(CudaForwardTest, GivesTransformersLogitsAloneAndBatched) {
     SCOPED_TRACE(dir);
     DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> model, Place(*backend, dir));
     const int64_t V = model->config().vocab_size;
+    // DF11 projections are tiled, and short passes multiply by them without decoding them.
+    EXPECT_EQ(backend->tiled_units(*model) > 0, model->is_df11());
+    EXPECT_EQ(backend->fused(*model, 0), model->is_df11());
     const auto& cases = EngineGoldens()["models"][name];
     std::vector<std::unique_ptr<KvCache>> caches;
     std::vector<std::vector<int32_t>> prompts;
@@ -595,6 +598,45 @@ TEST_P(CudaForwardTest, GivesTransformersLogitsAloneAndBatched) {
 INSTANTIATE_TEST_SUITE_P(Architectures, CudaForwardTest,
                          ::testing::Values("llama3", "qwen2", "qwen3", "mistral", "gemma2",
                                            "gemma3", "gemma3_mm", "phi3"));
+
+// Short passes through tiled projections give what the decoded projections give (bit for bit on
+// the emulated device, whose products are the reference's; within fp32 summation order on a GPU);
+// with fused_max_rows 0 nothing is tiled. Passes longer than fused_max_rows decode as before.
+TEST_F(CudaBackendTest, TiledProjectionsGiveWhatDecodedOnesGive) {
+  CudaBackend::Options decoded_options = SmallOptions();
+  decoded_options.fused_max_rows = 0;
+  std::unique_ptr<CudaBackend> tiled = NewBackend(SmallOptions());
+  std::unique_ptr<CudaBackend> decoded = NewBackend(decoded_options);
+  ASSERT_NE(tiled, nullptr);
+  ASSERT_NE(decoded, nullptr);
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> a, Place(*tiled, Df11Dir("llama3")));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> b, Place(*decoded, Df11Dir("llama3")));
+  EXPECT_GT(tiled->tiled_units(*a), 0u);
+  EXPECT_TRUE(tiled->fused(*a, -1));  // llama3's untied head too
+  EXPECT_EQ(decoded->tiled_units(*b), 0u);
+  EXPECT_FALSE(decoded->fused(*b, 0));
+  EXPECT_EQ(a->unit_bytes() + a->plain_bytes(), b->unit_bytes() + b->plain_bytes());
+  const int64_t V = a->config().vocab_size;
+  // A prompt of 12 tokens (decoded in both), then 1-token steps (tiled in one).
+  std::vector<int32_t> tokens = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45};
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> ca, tiled->NewCache(a->config(), 64));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> cb, decoded->NewCache(b->config(), 64));
+  std::vector<float> la(V), lb(V);
+  for (int step = 0; step < 4; ++step) {
+    SequenceStep sa{ca.get(), tokens}, sb{cb.get(), tokens};
+    const absl::Status s = tiled->Forward(*a, std::span(&sa, 1), la);
+    if (emulated_ == nullptr && absl::IsFailedPrecondition(s)) GTEST_SKIP() << s;
+    DF11_ASSERT_OK(s);
+    DF11_ASSERT_OK(decoded->Forward(*b, std::span(&sb, 1), lb));
+    if (emulated_ != nullptr) {
+      EXPECT_TRUE(la == lb) << "step " << step;
+    } else {
+      EXPECT_LE(RelativeL2(la, std::vector<double>(lb.begin(), lb.end())), 1e-3) << "step " << step;
+    }
+    tokens = {Argmax(lb)};
+  }
+  ExpectEveryByteAccounted(*tiled, {a.get()});
+}
 
 // Prompts longer than a pass run in several passes; the logits and the next steps are the same.
 TEST_F(CudaBackendTest, LongPromptsRunInPassesWithTheSameResults) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/gpu_decoder.h"
+#include "codec/tiled_matrix.h"
 
 namespace df11::testing {
 namespace {
@@ -188,6 +189,37 @@ absl::Status EmulatedGpuDevice::CheckDecoded(const void* workspace, Stream strea
         "starts (corrupt stream or layout)");
   }
   return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuDevice::DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views,
+                                            void* workspace, uint64_t workspace_bytes,
+                                            Stream stream) {
+  if (views.empty() || views.size() > codec::gpu::kMaxUnitsPerLaunch) {
+    return absl::InvalidArgumentError(absl::StrCat("a tiled launch of ", views.size(), " views"));
+  }
+  if (workspace_bytes < TiledWorkspaceBytes(views.size())) {
+    return absl::InvalidArgumentError("a tiled launch with a small workspace");
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++tiled_launches_;
+  }
+  auto* error = static_cast<uint32_t*>(workspace);
+  *error = 0;
+  for (const codec::gpu::TiledDecodeView& v : views) {
+    if (!codec::DecodeTiledView(v.matrix, v.out, v.ld)) *error = 1;
+  }
+  if (fail_decodes_) *error = 1;
+  return absl::OkStatus();
+}
+
+uint64_t EmulatedGpuDevice::TiledWorkspaceBytes(size_t views) const {
+  return kViewsOffset + views * sizeof(codec::gpu::TiledDecodeView);
+}
+
+uint64_t EmulatedGpuDevice::tiled_decode_launches() const {
+  std::lock_guard lock(mu_);
+  return tiled_launches_;
 }
 
 uint64_t EmulatedGpuDevice::decode_launches() const {

@@ -51,12 +51,17 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
                                    uint64_t workspace_bytes, Stream stream) override;
   absl::Status CheckDecoded(const void* workspace, Stream stream) override;
   uint64_t DecodeWorkspaceBytes(size_t views) const override;
+  // With the kernels' per-lane steps (codec::DecodeTiledView).
+  absl::Status DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views, void* workspace,
+                           uint64_t workspace_bytes, Stream stream) override;
+  uint64_t TiledWorkspaceBytes(size_t views) const override;
   // The reference operations, on host memory.
   runtime::ForwardOps* forward_ops() override { return &forward_ops_; }
 
   // Fault injection: every decode from now on reports corrupt codes.
   void FailDecodes(bool fail) { fail_decodes_ = fail; }
   uint64_t decode_launches() const;
+  uint64_t tiled_decode_launches() const;
 
  private:
   // Checks a launch's views and workspace and clears its error flag, as a launch does.
@@ -70,6 +75,7 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
   uint64_t allocated_ = 0;
   int handles_ = 0;
   uint64_t launches_ = 0;
+  uint64_t tiled_launches_ = 0;
   std::atomic<bool> fail_decodes_{false};
   runtime::ReferenceForwardOps forward_ops_;
 };

@@ -8,6 +8,7 @@
 #include "codec/cuda/cuda_status.h"
 #include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
+#include "codec/gpu_tiled.h"
 #include "daemon/runtime/cuda/forward_ops.h"
 
 namespace df11::runtime::cuda {
@@ -146,6 +147,16 @@ class CudaDevice final : public GpuDevice {
 
   uint64_t DecodeWorkspaceBytes(size_t views) const override {
     return codec::gpu::DecodeWorkspaceBytes(views);
+  }
+
+  absl::Status DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views, void* workspace,
+                           uint64_t workspace_bytes, Stream stream) override {
+    DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+    return codec::gpu::DecodeTiled(views, workspace, workspace_bytes, stream);
+  }
+
+  uint64_t TiledWorkspaceBytes(size_t views) const override {
+    return codec::gpu::TiledWorkspaceBytes(views);
   }
 
  private:

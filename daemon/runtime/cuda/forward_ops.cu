@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "codec/cuda/cuda_status.h"
+#include "codec/gpu_tiled.h"
 
 namespace df11::runtime::cuda {
 namespace {
@@ -209,13 +211,52 @@ __global__ void SoftCapKernel(float* x, int64_t n, float cap) {
   if (i < n) x[i] = tanhf(x[i] / cap) * cap;
 }
 
+// Bytes of the workspace kept for TiledLinear's launches: its error flag and up to 64 views.
+constexpr uint64_t kTiledWorkspace = 8 << 10;
+
 class CudaForwardOps final : public ForwardOps {
  public:
   explicit CudaForwardOps(cublasHandle_t handle) : handle_(handle) {}
   ~CudaForwardOps() override { cublasDestroy(handle_); }
 
+  // The first kTiledWorkspace bytes serve TiledLinear's launches (its error flag and views);
+  // cuBLAS has the rest.
   absl::Status UseWorkspace(void* device, uint64_t bytes) override {
-    return Cublas(cublasSetWorkspace(handle_, device, bytes), "cublasSetWorkspace");
+    if (bytes < 2 * kTiledWorkspace) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a workspace of ", bytes, " bytes; at least ", 2 * kTiledWorkspace));
+    }
+    tiled_workspace_ = device;
+    DF11_CUDA_RETURN_IF_ERROR(cudaMemset(device, 0, kTiledWorkspace));
+    return Cublas(cublasSetWorkspace(handle_, static_cast<char*>(device) + kTiledWorkspace,
+                                     bytes - kTiledWorkspace),
+                  "cublasSetWorkspace");
+  }
+
+  absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
+                           bool y_fp32, Stream stream) override {
+    if (rows == 0 || products.empty()) return absl::OkStatus();
+    if (tiled_workspace_ == nullptr) return absl::FailedPreconditionError("TiledLinear: no workspace");
+    std::vector<codec::gpu::TiledGemvView> views;
+    for (const TiledProduct& p : products) {
+      views.push_back({.matrix = p.w, .x = x, .y = p.y, .ldx = p.w.cols, .ldy = p.w.rows,
+                       .bias = p.bias});
+    }
+    return codec::gpu::TiledGemv(views, static_cast<int>(rows), codec::gpu::TiledType::kBf16,
+                                 y_fp32 ? codec::gpu::TiledType::kF32
+                                        : codec::gpu::TiledType::kBf16,
+                                 tiled_workspace_, kTiledWorkspace, stream, 0,
+                                 /*keep_error=*/true);
+  }
+
+  absl::Status CheckTiled(Stream stream) override {
+    if (tiled_workspace_ == nullptr) return absl::OkStatus();
+    const absl::Status s = codec::gpu::CheckDecoded(tiled_workspace_, stream);
+    if (absl::IsDataLoss(s)) {
+      DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(tiled_workspace_, 0, 4, AsCuda(stream)));
+      return absl::DataLossError(absl::StrCat("tiled product: ", s.message()));
+    }
+    return s;
   }
 
   absl::Status Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t rows,
@@ -322,6 +363,7 @@ class CudaForwardOps final : public ForwardOps {
 
  private:
   const cublasHandle_t handle_;
+  void* tiled_workspace_ = nullptr;
 };
 
 }  // namespace
