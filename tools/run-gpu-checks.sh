@@ -2,18 +2,20 @@
 # Every GPU check of df11d in one run, from an unpacked gpu-bundle (tools/gpu-bundle.sh); prints a
 # table last. Needs a CUDA GPU and driver; nothing else from the network or the distribution.
 #
-#   bash run-gpu-checks.sh [--only tests|sanitizer|forward|bench] [--work DIR]
+#   bash run-gpu-checks.sh [--only tests|sanitizer|gemv|forward|bench] [--work DIR]
 #
-#   tests      every gpu-labelled test program: the CUDA devices, both decoders (the DF11 one with
-#              the codec's corpus, the interleaved one), the forward pass's operations against
-#              their reference, the CUDA backend (placement, accounting, bit-exact decode, 10,000
-#              load/unload cycles, the forward pass against transformers' goldens) and df11d on
-#              the GPU
-#   sanitizer  compute-sanitizer memcheck on both decoders, the forward operations and the
-#              backend, racecheck on the DF11 decoder (the interleaved one shares no memory
-#              between threads)
+#   tests      every gpu-labelled test program: the CUDA devices, the decoders (the DF11 one with
+#              the codec's corpus, the interleaved one, the tiled one and its fused product), the
+#              forward pass's operations against their reference, the CUDA backend (placement,
+#              accounting, bit-exact decode, 10,000 load/unload cycles, the forward pass against
+#              transformers' goldens, tiled against decoded projections) and df11d on the GPU
+#   sanitizer  compute-sanitizer memcheck on the decoders, the forward operations and the
+#              backend, racecheck on the DF11 decoder and the tiled kernels (shared memory)
+#   gemv       df11 gemv-bench: the fused decode + product against cuBLAS on Qwen3-8B's shapes,
+#              1, 2, 4 and 8 columns
 #   forward    df11 engine-bench --device cuda:0 on a Qwen3-8B-shaped model (DF11 against BF16,
-#              batch 1, 8, 64, 256), and tools/bench_reference_engines.py (transformers, dfloat11)
+#              batch 1, 2, 4, 8, 64, 256; at batch 1 and 8 also DF11 with fused_max_rows 0),
+#              and tools/bench_reference_engines.py (transformers, dfloat11)
 #   bench      df11 gpu-bench (both decoders against a device copy); a Qwen3-8B-shaped model made
 #              with df11 synth + compress, then df11 gpu-load-bench on it (load against the
 #              host-to-device copy, per-layer decode, models per budget, DF11 and BF16)
@@ -63,6 +65,7 @@ if [[ $only == all || $only == tests ]]; then
   run cuda_devices_test "$bin/cuda_devices_test"
   run gpu_decoder_test "$bin/gpu_decoder_test"
   run gpu_interleaved_test "$bin/gpu_interleaved_test"
+  run gpu_tiled_test "$bin/gpu_tiled_test"
   run decoder_equivalence_gpu env DF11_REQUIRE_GPU=1 "$bin/decoder_equivalence_test"
   run forward_ops_gpu_test "$bin/forward_ops_gpu_test"
   run cuda_backend_gpu_test "$bin/cuda_backend_gpu_test"
@@ -83,6 +86,14 @@ if [[ $only == all || $only == sanitizer ]]; then
   run memcheck_backend "$cs" --tool memcheck --error-exitcode 1 \
     "$bin/cuda_backend_gpu_test" --gtest_filter=-*ManyLoadUnloadCycles*:*CreateRefusesBudgets*
   run memcheck_forward_ops "$cs" --tool memcheck --error-exitcode 1 "$bin/forward_ops_gpu_test"
+  run memcheck_tiled "$cs" --tool memcheck --error-exitcode 1 "$bin/gpu_tiled_test" \
+    --gtest_filter=*Bias*:*DataLoss*:*Refuses*:*SeveralMatrices*
+  run racecheck_tiled "$cs" --tool racecheck --error-exitcode 1 "$bin/gpu_tiled_test" \
+    --gtest_filter=*Bias*:*SeveralMatrices*
+fi
+
+if [[ $only == all || $only == gemv ]]; then
+  run gemv_bench sh -c "'$bin/df11' gemv-bench --json > '$out/gemv_bench.json'"
 fi
 
 # Qwen3-8B's shapes with random weights: 36 layers, hidden 4096, MLP 12288, 32 heads of 128,
@@ -106,14 +117,20 @@ if [[ $only == all || $only == forward ]]; then
     python3 -m pip install --quiet --no-index --no-deps --target "$work/pylib" "$wheels"/*.whl &&
       export PYTHONPATH=$work/pylib${PYTHONPATH:+:$PYTHONPATH}
   fi
-  # The engine on the GPU, DF11 against BF16 in one run (prompt 512; 256 tokens at batch 1 and 8,
-  # 64 at 64 and 256, whose KV caches take 7 and 29 GB); then transformers and the official
-  # dfloat11 package on the same weights.
-  for b in 1 8 64 256; do
+  # The engine on the GPU, DF11 against BF16 in one run (prompt 512; 256 tokens up to batch 8,
+  # 64 at 64 and 256, whose KV caches take 7 and 29 GB); DF11 with every step decoding into
+  # scratch (fused_max_rows 0) at batch 1 and 8; then transformers and the official dfloat11
+  # package on the same weights.
+  for b in 1 2 4 8 64 256; do
     tokens=$(( b <= 8 ? 256 : 64 ))
     run "engine_bench_b$b" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' --bf16 '$m' \
       --device cuda:0 --kv-cache 40GiB --prompt-tokens 512 --tokens $tokens --batch $b --runs 1 \
       --json > '$out/engine_bench_b$b.json'"
+  done
+  for b in 1 8; do
+    run "engine_bench_decoded_b$b" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' \
+      --device cuda:0 --kv-cache 40GiB --prompt-tokens 512 --tokens 256 --batch $b --runs 1 \
+      --fused-max-rows 0 --json > '$out/engine_bench_decoded_b$b.json'"
   done
   run reference_engines sh -c "python3 '$here/tools/bench_reference_engines.py' --bf16 '$m' \
     --df11 '$m-df11' --batch 1,8 --prompt-tokens 512 --tokens 64 > '$out/reference_engines.json'"
@@ -135,15 +152,29 @@ for r in "${rows[@]}"; do
   IFS='|' read -r c res d <<< "$r"
   printf '%-26s %-12s %s\n' "$c" "$res" "$d"
 done
-for f in "$out"/engine_bench_b*.json; do
+if [[ -s $out/gemv_bench.json ]]; then
+  python3 - "$out/gemv_bench.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for l in r.get("layer", []):
+    print(f"gemv layer, {l['columns']} columns: fused/cuBLAS {l.get('separate_fused_vs_cublas', 0):.2f}x"
+          f" (target >= {1.15 if l['columns'] == 1 else 1.0 if l['columns'] == 4 else 0}),"
+          f" shared-input launches {l.get('shared_input_fused_vs_cublas', 0):.2f}x")
+PY
+fi
+for f in "$out"/engine_bench_b*.json "$out"/engine_bench_decoded_b*.json; do
   [[ -s $f ]] || continue
   python3 - "$f" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 c = r["configs"]
-print(f"engine batch {r['batch']}: decode tok/s bf16 {c['bf16']['decode_tokens_per_second']:.1f},"
-      f" df11 {c['df11']['decode_tokens_per_second']:.1f}"
-      f" ({r['ratios']['df11']['decode_vs_bf16']:.2f}x)")
+if "bf16" in c:
+    print(f"engine batch {r['batch']}: decode tok/s bf16 {c['bf16']['decode_tokens_per_second']:.1f},"
+          f" df11 {c['df11']['decode_tokens_per_second']:.1f}"
+          f" ({r['ratios']['df11']['decode_vs_bf16']:.2f}x)")
+else:
+    print(f"engine batch {r['batch']}, fused_max_rows {r['fused_max_rows']}:"
+          f" decode tok/s df11 {c['df11']['decode_tokens_per_second']:.1f}")
 PY
 done
 for f in "$out/gpu_load_bench.json" "$out/gpu_load_bench_97.json"; do

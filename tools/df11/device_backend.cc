@@ -41,7 +41,9 @@ absl::StatusOr<DeviceBackend> OpenDeviceBackend(const std::string& device,
   DF11_ASSIGN_OR_RETURN(
       std::unique_ptr<runtime::CudaBackend> backend,
       runtime::CudaBackend::Create(
-          *std::move(gpu), {.budget = budget, .kv_pool_bytes = sizes.kv_cache.Resolve(budget)}));
+          *std::move(gpu), {.budget = budget,
+                            .kv_pool_bytes = sizes.kv_cache.Resolve(budget),
+                            .fused_max_rows = memory.fused_max_rows}));
   return DeviceBackend{.backend = std::move(backend), .description = description};
 #else
   return absl::FailedPreconditionError(absl::StrCat(

@@ -20,6 +20,7 @@ struct DeviceBackend {
 struct GpuMemory {
   std::string budget = "90%";    // of the GPU's memory
   std::string kv_cache = "10%";  // of the budget
+  int64_t fused_max_rows = 8;    // df11d's memory.fused_max_rows
 };
 
 // kInvalidArgument for another spelling (of the device or the sizes); kFailedPrecondition for

@@ -42,6 +42,9 @@ KV cache, and the process's peak RSS.
   --budget SIZE       with cuda:N: df11d's memory.budget spelling (default 90%)
   --kv-cache SIZE     with cuda:N: df11d's memory.kv_cache spelling (default 10%; batch B needs
                       B x (prompt + tokens) positions)
+  --fused-max-rows N  with cuda:N: df11d's memory.fused_max_rows (default 8: decode steps of up
+                      to 8 sequences multiply by the compressed projections directly; 0: every
+                      step decodes them into scratch first)
   --threads N         CPU threads (default: one per CPU)
   --json              one JSON object instead of text
 )";
@@ -112,7 +115,8 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
 int RunEngineBench(const std::vector<std::string>& argv) {
   absl::StatusOr<Args> args = Args::Parse(argv,
                                           {"df11", "bf16", "prompt-tokens", "tokens", "runs",
-                                           "threads", "device", "batch", "budget", "kv-cache"},
+                                           "threads", "device", "batch", "budget", "kv-cache",
+                                           "fused-max-rows"},
                                           {"json", "help"});
   if (!args.ok()) return UsageError("engine-bench", std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
@@ -124,9 +128,10 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   absl::StatusOr<int64_t> tokens = args->GetInt("tokens", 16, 1, 1 << 16);
   absl::StatusOr<int64_t> runs = args->GetInt("runs", 3, 1, 1000);
   absl::StatusOr<int64_t> batch = args->GetInt("batch", 1, 1, 4096);
+  absl::StatusOr<int64_t> fused_max_rows = args->GetInt("fused-max-rows", 8, 0, 8);
   absl::StatusOr<int64_t> threads =
       args->GetInt("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024);
-  for (const auto* v : {&prompt_tokens, &tokens, &runs, &threads, &batch}) {
+  for (const auto* v : {&prompt_tokens, &tokens, &runs, &threads, &batch, &fused_max_rows}) {
     if (!v->ok()) return UsageError("engine-bench", std::string(v->status().message()));
   }
   const bool json = args->Has("json");
@@ -142,7 +147,8 @@ int RunEngineBench(const std::vector<std::string>& argv) {
         DeviceBackend b,
         OpenDeviceBackend(device_name, {.threads = n_threads, .overlap_decode = overlap},
                           {.budget = args->Get("budget").value_or("90%"),
-                           .kv_cache = args->Get("kv-cache").value_or("10%")}));
+                           .kv_cache = args->Get("kv-cache").value_or("10%"),
+                           .fused_max_rows = *fused_max_rows}));
     backends.push_back(std::move(b));
     return backends.back().backend.get();
   };
@@ -201,6 +207,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
                         {"prompt_tokens", *prompt_tokens},
                         {"decode_tokens", *tokens},
                         {"batch", *batch},
+                        {"fused_max_rows", device_name == "cpu" ? 0 : *fused_max_rows},
                         {"runs", *runs},
                         {"layers", mc.num_layers},
                         {"hidden_size", mc.hidden_size},
