@@ -161,7 +161,7 @@ absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights
   m.segment_bits_[n_segments] = bit;
 
   // The streams and the sign/mantissa bytes.
-  m.words_.assign(bit / 32 + 3, 0);
+  m.words_.assign(bit / 32 + gpu::kTiledWordsRoom, 0);
   m.sign_mantissa_.resize(weights.size());
   ForRanges(pool, n_segments, 64, [&](size_t begin, size_t end) {
     for (size_t s = begin; s < end; ++s) {
@@ -299,19 +299,29 @@ bool DecodeTiledView(const gpu::TiledView& v, uint16_t* out, uint64_t ld) {
         ok = false;
         continue;
       }
+      // The segment's words as the kernels stage them (with kTiledWordsRoom words after), and
+      // bits counted from its start.
+      const uint64_t first_word = v.segment_bits[seg] >> 5;
+      const std::vector<uint32_t> stage(
+          v.words + first_word,
+          v.words + (v.segment_bits[seg + 1] >> 5) + gpu::kTiledWordsRoom);
+      for (int lane = 0; lane < kTiledLanes; ++lane) {
+        bit[lane] -= first_word * 32;
+        end[lane] -= first_word * 32;
+      }
       const uint32_t end_tile = std::min(tiles_per_band, (s + 1) * kTilesPerSegment);
       for (uint32_t tile = s * kTilesPerSegment; tile < end_tile; ++tile) {
         uint32_t pairs[kTiledLanes][4], used[kTiledLanes];
         bool any_escape = false;
         for (int lane = 0; lane < kTiledLanes; ++lane) {
           uint32_t escapes;
-          used[lane] = DecodePairs(table.data(), ReadWindow(v.words, bit[lane]), pairs[lane],
+          used[lane] = DecodePairs(table.data(), ReadWindow(stage.data(), bit[lane]), pairs[lane],
                                    escapes);
           any_escape |= escapes != 0;
         }
         for (int lane = 0; lane < kTiledLanes; ++lane) {
           if (any_escape) {
-            used[lane] = DecodeCodesOneByOne(table.data(), v.words, bit[lane], pairs[lane]);
+            used[lane] = DecodeCodesOneByOne(table.data(), stage.data(), bit[lane], pairs[lane]);
           }
           bit[lane] += used[lane];
           if (bit[lane] > end[lane]) {

@@ -95,7 +95,7 @@ class TiledMatrix {
  private:
   int64_t rows_ = 0, cols_ = 0;
   uint64_t escaped_ = 0;
-  std::vector<uint32_t> words_;  // with 3 words of room at the end
+  std::vector<uint32_t> words_;  // with gpu::kTiledWordsRoom words of room at the end
   std::vector<uint8_t> sign_mantissa_;
   std::vector<uint64_t> segment_bits_;
   std::vector<uint16_t> lane_bits_;

@@ -10,9 +10,12 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
 #include "codec/cuda/launch_items.cuh"
@@ -26,6 +29,11 @@ constexpr int kWarps = kThreads / 32;
 constexpr unsigned kFullWarp = 0xFFFFFFFFu;
 constexpr int kDefaultCtasPerSm = 4;
 constexpr int kMaxColumns = 8;
+// 32-bit words of each warp's stage: a segment's streams take about 2.8 KB on LLM weights (32
+// lanes x 256 codes x 2.7 bits). With the 16 KB table, 44 KB per CTA: 4 CTAs fit in an SM.
+constexpr uint32_t kStageWords = 896;
+constexpr size_t kSharedBytes = (kTiledTableEntries + kWarps * kStageWords) * sizeof(uint32_t);
+static_assert(kStageWords >= 32 * 4, "the stages hold the warps' partial results");
 
 // Workspace: the error flag first (where CheckDecoded reads it), then the views.
 constexpr size_t kErrorOffset = 0;
@@ -70,9 +78,9 @@ __device__ __forceinline__ uint32_t WarpExclusiveSum(uint32_t v, int lane) {
 // accumulators (or, for a decode, into v.y). A lane whose codes do not end where its stream does
 // clears `ok`; its reads never leave its stream's words.
 template <Work kWork>
-__device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* table, uint64_t band,
-                                        uint32_t s, int lane, int n_cols, float (&acc)[4],
-                                        bool& ok) {
+__device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* table,
+                                        uint32_t* stage, uint64_t band, uint32_t s, int lane,
+                                        int n_cols, float (&acc)[4], bool& ok) {
   const uint32_t tiles_per_band = TilesPerBand(v.m);
   const uint64_t seg = band * SegmentsPerBand(v.m) + s;
   const uint64_t seg_bit = v.m.segment_bits[seg], seg_end = v.m.segment_bits[seg + 1];
@@ -85,13 +93,25 @@ __device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* tab
   }
   const uint32_t first_tile = s * kTilesPerSegment;
   const uint32_t end_tile = min(tiles_per_band, first_tile + kTilesPerSegment);
-  // Ask L2 for the segment's bytes at once, rather than as the lanes' chains reach them.
-  const char* codes = reinterpret_cast<const char*>(v.m.words + (seg_bit >> 5));
-  for (uint64_t o = 128 * lane; o < (seg_end - seg_bit) / 8; o += 128 * 32) PrefetchL2(codes + o);
+  // Ask L2 for the segment's sign/mantissa bytes at once, rather than as the lanes reach them.
   const uint8_t* sm = v.m.sign_mantissa + SignMantissaOffset(band, tiles_per_band, first_tile, 0);
   for (uint32_t o = 128 * lane; o < (end_tile - first_tile) * kTileBytes; o += 128 * 32) {
     PrefetchL2(sm + o);
   }
+  // The segment's streams (segments start on a word) into the warp's stage, 128 bytes per load:
+  // the lanes' windows then read shared memory, not 32 scattered cache lines per load. A segment
+  // too long for the stage (escapes in bulk) is read where it is.
+  const uint64_t first_word = seg_bit >> 5;
+  const uint32_t n_words = static_cast<uint32_t>((seg_end - seg_bit) >> 5) + kTiledWordsRoom;
+  const bool staged = n_words <= kStageWords;
+  __syncwarp();  // the warp's reads of the last segment's stage are done
+  if (staged) {
+    for (uint32_t i = lane; i < n_words; i += 32) stage[i] = v.m.words[first_word + i];
+  }
+  __syncwarp();
+  const uint32_t* words = staged ? stage : v.m.words + first_word;
+  bit -= first_word * 32;
+  const uint64_t end_bit = end - first_word * 32;
   for (uint32_t t = first_tile; t < end_tile; t += 2) {
     const uint4 bytes = __ldg(reinterpret_cast<const uint4*>(
         v.m.sign_mantissa + SignMantissaOffset(band, tiles_per_band, t, lane)));
@@ -99,14 +119,14 @@ __device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* tab
     for (int h = 0; h < 2; ++h) {
       const uint32_t tile = t + h;
       uint32_t pairs[4], escapes;
-      uint32_t used = DecodePairs(table, ReadWindow(v.m.words, bit), pairs, escapes);
+      uint32_t used = DecodePairs(table, ReadWindow(words, bit), pairs, escapes);
       if (__any_sync(kFullWarp, escapes != 0)) {
-        used = DecodeCodesOneByOne(table, v.m.words, bit, pairs);
+        used = DecodeCodesOneByOne(table, words, bit, pairs);
       }
       bit += used;
-      if (bit > end) {  // inconsistent: stay inside the stream
+      if (bit > end_bit) {  // inconsistent: stay inside the stream
         ok = false;
-        bit = end;
+        bit = end_bit;
       }
       uint32_t a[4];
       JoinTile(h == 0 ? bytes.x : bytes.z, h == 0 ? bytes.y : bytes.w, pairs, a);
@@ -130,7 +150,7 @@ __device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* tab
       }
     }
   }
-  if (bit != end) ok = false;
+  if (bit != end_bit) ok = false;
 }
 
 template <Work kWork>
@@ -138,8 +158,12 @@ __global__ void __launch_bounds__(kThreads, kDefaultCtasPerSm)
     tiled_kernel(const LaunchView* __restrict__ views, uint32_t n_views, int n_cols, bool y_bf16,
                  uint32_t* __restrict__ error) {
   __shared__ uint32_t first_band[kMaxUnitsPerLaunch + 1];  // launch-wide band of each view
-  __shared__ uint32_t table[kTiledTableEntries];  // PairEntry of every index
-  __shared__ float partial[kWarps][32][4];
+  // Dynamic: the pair table (PairEntry of every index), then each warp's stage; once a band's
+  // segments are done, the stages hold the warps' partial results.
+  extern __shared__ uint32_t dynamic[];
+  uint32_t* const table = dynamic;
+  uint32_t* const stages = dynamic + kTiledTableEntries;
+  auto partial = reinterpret_cast<float(*)[32][4]>(stages);
   NumberItems(views, n_views, first_band, [](const LaunchView& v) { return Bands(v.m); });
   __syncthreads();
   const uint32_t total = first_band[n_views];
@@ -159,10 +183,12 @@ __global__ void __launch_bounds__(kThreads, kDefaultCtasPerSm)
     }
     const uint64_t band = item - first_band[vi];
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    uint32_t* const stage = stages + warp * kStageWords;
     for (uint32_t s = warp; s < SegmentsPerBand(v.m); s += kWarps) {
-      Segment<kWork>(v, table, band, s, lane, n_cols, acc, ok);
+      Segment<kWork>(v, table, stage, band, s, lane, n_cols, acc, ok);
     }
     if constexpr (kWork != Work::kDecode) {
+      __syncthreads();  // every warp is done with its stage
 #pragma unroll
       for (int r = 0; r < 4; ++r) partial[warp][lane][r] = acc[r];
       __syncthreads();
@@ -236,18 +262,29 @@ absl::Status Launch(Work work, std::span<const LaunchView> views, int n_cols, bo
   const auto* device_views = reinterpret_cast<const LaunchView*>(base + kViewsOffset);
   auto* error = reinterpret_cast<uint32_t*>(base + kErrorOffset);
   const auto n32 = static_cast<uint32_t>(n);
+  auto launch = [&](auto kernel) -> absl::Status {
+    // More than 48 KB of shared memory per CTA needs asking for, once per device and kernel.
+    static absl::Mutex mu;
+    static std::set<std::pair<int, const void*>> allowed ABSL_GUARDED_BY(mu);
+    {
+      absl::MutexLock lock(&mu);
+      if (allowed.insert({device, reinterpret_cast<const void*>(kernel)}).second) {
+        DF11_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes)));
+      }
+    }
+    kernel<<<blocks, kThreads, kSharedBytes, stream>>>(device_views, n32, n_cols, y_bf16, error);
+    return absl::OkStatus();
+  };
   switch (work) {
     case Work::kGemvBf16:
-      tiled_kernel<Work::kGemvBf16>
-          <<<blocks, kThreads, 0, stream>>>(device_views, n32, n_cols, y_bf16, error);
+      DF11_RETURN_IF_ERROR(launch(tiled_kernel<Work::kGemvBf16>));
       break;
     case Work::kGemvF32:
-      tiled_kernel<Work::kGemvF32>
-          <<<blocks, kThreads, 0, stream>>>(device_views, n32, n_cols, y_bf16, error);
+      DF11_RETURN_IF_ERROR(launch(tiled_kernel<Work::kGemvF32>));
       break;
     case Work::kDecode:
-      tiled_kernel<Work::kDecode>
-          <<<blocks, kThreads, 0, stream>>>(device_views, n32, n_cols, y_bf16, error);
+      DF11_RETURN_IF_ERROR(launch(tiled_kernel<Work::kDecode>));
       break;
   }
   DF11_CUDA_RETURN_IF_ERROR(cudaGetLastError());

@@ -9,9 +9,11 @@
 // them to its 8 sign/mantissa bytes into 4 registers of two BF16 values, and the warp multiplies.
 //   - Exponents: one prefix code per matrix, at most 6 bits per code (escape code plus raw byte
 //     for rare exponents). A lane's codes of a segment (up to 32 tiles of a band of 16 rows) are
-//     one bit stream of its own, so lanes never wait for each other; a lane reads a 64-bit window
-//     of its stream per tile (three 32-bit loads, funnel-shifted) and resolves its 8 codes two at
-//     a time with a 4096-entry table indexed by 12 bits (two codes of at most 6 bits always fit).
+//     one bit stream of its own, so lanes never wait for each other. The warp first copies the
+//     segment's streams (about 2.8 KB) into shared memory with coalesced loads; then a lane reads
+//     a 64-bit window of its stream per tile (three 32-bit loads, funnel-shifted) and resolves its
+//     8 codes two at a time with a 4096-entry table indexed by 12 bits (two codes of at most 6
+//     bits always fit).
 //   - A tile in which any lane meets an escape is decoded again code by code (rare on weights).
 //   - Sign/mantissa bytes: 8 per lane per tile, stored so that one 16-byte load gives a lane two
 //     tiles and a LOP3 puts two bytes under two exponents (JoinTile).
@@ -35,6 +37,10 @@ inline constexpr int kTiledTableEntries = 1 << kTiledPairBits;
 inline constexpr int kTilesPerSegment = 32;
 // Sign/mantissa bytes of one tile (8 per lane).
 inline constexpr int kTileBytes = kTileRows * kTileCols;
+// Zero words after the last stream: a window read at a lane's end reads 3 words, and the
+// code-by-code path of an inconsistent stream at most 8 codes of 14 bits further before the
+// kernel stops it.
+inline constexpr int kTiledWordsRoom = 8;
 
 // Where slot `slot` (0..7) of lane `lane` sits in its tile: the A fragment of mma.m16n8k16 (PTX
 // ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"): register slot / 2 holds
@@ -92,14 +98,14 @@ DF11_HOST_DEVICE uint32_t FunnelLeft(uint32_t lo, uint32_t hi, uint32_t shift) {
 }
 
 // 64 bits of a stream from bit `bit` on (MSB-first in 32-bit words): hi holds the first 32.
+// `words` may be shared memory (the kernels stage a segment's streams there) or global memory.
 struct Window {
   uint32_t hi, lo;
 };
 DF11_HOST_DEVICE Window ReadWindow(const uint32_t* words, uint64_t bit) {
   const uint64_t w = bit >> 5;
   const uint32_t shift = static_cast<uint32_t>(bit & 31);
-  const uint32_t a = LoadReadOnly(words + w), b = LoadReadOnly(words + w + 1),
-                 c = LoadReadOnly(words + w + 2);
+  const uint32_t a = words[w], b = words[w + 1], c = words[w + 2];
   return {FunnelLeft(b, a, shift), FunnelLeft(c, b, shift)};
 }
 
@@ -230,7 +236,7 @@ DF11_HOST_DEVICE int AccCol(int lane, int r) { return 2 * (lane & 3) + (r & 1); 
 // One matrix resident in device memory (host memory in the CPU harness), codec::TiledMatrix's
 // arrays. rows and cols are multiples of 16 and 32.
 struct TiledView {
-  const uint32_t* words;          // the lanes' code streams, with 3 words of room at the end
+  const uint32_t* words;          // the lanes' code streams, kTiledWordsRoom words of room after
   const uint8_t* sign_mantissa;   // kTileBytes per tile, bands in order (SignMantissaOffset)
   const uint64_t* segment_bits;   // first bit of each segment; n_segments + 1 entries
   const uint16_t* lane_bits;      // bits of each lane's stream, 32 per segment
