@@ -18,7 +18,11 @@
 // buffers with asynchronous copies while the host fills the next buffer (reading the files), and
 // reports progress in bytes. The decoder's layout (per-segment offsets) is then built on the GPU
 // from the copied stream (codec::gpu::BuildSegmentOffsets), and every unit is decoded once without
-// output, so that a corrupt unit is kDataLoss at load, naming it.
+// output, so that a corrupt unit is kDataLoss at load, naming it. With Options::fused_max_rows, a
+// unit of matrices only (the projections, an untied output head) is instead decoded on the host
+// (checking it) and re-encoded as tiled matrices (codec::TiledMatrix), copied into the place its
+// DF11 image would take; a unit whose tiled images would not fit there keeps DF11's layout. The
+// estimate and the accounting are therefore those of DF11's layout either way.
 //
 // Decoding. DecodeLayer enqueues one launch that decodes every unit of a layer into a scratch
 // buffer on the backend's decode stream and records an event, so that the forward pass overlaps
@@ -30,7 +34,9 @@
 // compute stream with the device's ForwardOps (forward_ops.h): BF16 activations, matrix products
 // from the decoded scratch (or resident BF16 tensors), attention over each sequence's KV pages,
 // fp32 logits, an fp32 residual stream. Layer l + 1 decodes on the decode stream while layer l
-// computes. A pass's buffers are one arena allocation (workspace), kept for the next pass and
+// computes. A pass of at most Options::fused_max_rows tokens decodes no tiled unit: its layers
+// (and the head) multiply by the tiled matrices with ForwardOps::TiledLinear, the products that
+// share an input (q, k, v; gate, up) in one launch. A pass's buffers are one arena allocation (workspace), kept for the next pass and
 // grown when one needs more; another allocation that finds no room takes it back between passes.
 // A device without ForwardOps answers kFailedPrecondition saying so, never a wrong answer.
 //
