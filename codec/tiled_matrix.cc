@@ -68,19 +68,91 @@ void ForLaneElements(const SegmentPlace& p, uint64_t cols, int lane, Fn fn) {
   }
 }
 
-// Writes codes MSB-first into zeroed words.
-struct BitWriter {
-  uint32_t* words;
-  uint64_t bit;
-  void Put(uint32_t value, int n) {  // 1 <= n <= 16
+// Where slot s of lane l is in a tile held row by row: kSlotIndex[l][s] = row * 16 + column.
+const std::array<std::array<uint8_t, kTiledSlots>, kTiledLanes> kSlotIndex = [] {
+  std::array<std::array<uint8_t, kTiledSlots>, kTiledLanes> index{};
+  for (int lane = 0; lane < kTiledLanes; ++lane) {
+    for (int slot = 0; slot < kTiledSlots; ++slot) {
+      index[lane][slot] =
+          static_cast<uint8_t>(gpu::SlotRow(lane, slot) * kTileCols + gpu::SlotCol(lane, slot));
+    }
+  }
+  return index;
+}();
+
+// One segment's 32 lane streams, one after the other (MSB-first, the last word padded with
+// zeros), and each lane's length.
+struct SegmentStreams {
+  std::vector<uint32_t> words;
+  std::array<uint16_t, kTiledLanes> lane_bits{};
+};
+
+// Codes segment `p` of the rows-major `weights` into `out`, and writes its sign/mantissa bytes.
+// Each tile is read once, row by row; each lane's codes gather in a 64-bit accumulator.
+void EncodeSegment(const ExponentCode& code, const uint16_t* weights, uint64_t cols,
+                   const SegmentPlace& p, uint32_t tiles_per_band, uint8_t* sign_mantissa,
+                   SegmentStreams& out) {
+  // At most 32 tiles x 8 codes x 14 bits per lane.
+  constexpr int kLaneWords = kTilesPerSegment * kTiledSlots * 14 / 32 + 1;
+  std::array<std::array<uint32_t, kLaneWords>, kTiledLanes> lane_words;
+  // Each exponent's whole code: an escaped one's escape code and byte.
+  std::array<uint8_t, 256> lengths;
+  std::array<uint32_t, 256> values;
+  for (int e = 0; e < 256; ++e) {
+    const bool escaped = code.escaped(static_cast<uint8_t>(e));
+    lengths[e] = static_cast<uint8_t>(code.length_of[e] + (escaped ? 8 : 0));
+    values[e] = escaped ? code.value_of[e] << 8 | e : code.value_of[e];
+  }
+  std::array<uint64_t, kTiledLanes> acc{};
+  std::array<int, kTiledLanes> acc_bits{}, n_words{};
+  uint8_t exponents[kTileRows * kTileCols], bytes[kTileRows * kTileCols];
+  for (uint32_t t = p.first_tile; t < p.end_tile; ++t) {
+    const uint16_t* tile = weights + p.band * kTileRows * cols + uint64_t(t) * kTileCols;
+    for (int r = 0; r < kTileRows; ++r) {
+      for (int c = 0; c < kTileCols; ++c) {
+        const uint16_t w = tile[r * cols + c];
+        exponents[r * kTileCols + c] = ExponentOf(w);
+        bytes[r * kTileCols + c] = SignMantissaOf(w);
+      }
+    }
+    uint8_t* sm = sign_mantissa + gpu::SignMantissaOffset(p.band, tiles_per_band, t, 0);
+    for (int lane = 0; lane < kTiledLanes; ++lane) {
+      for (int slot = 0; slot < kTiledSlots; ++slot) {
+        const int i = kSlotIndex[lane][slot];
+        const uint8_t e = exponents[i];
+        sm[lane * 16 + gpu::SlotByte(slot)] = bytes[i];
+        const int length = lengths[e];
+        acc[lane] = acc[lane] << length | values[e];
+        acc_bits[lane] += length;
+        out.lane_bits[lane] = static_cast<uint16_t>(out.lane_bits[lane] + length);
+        if (acc_bits[lane] >= 32) {
+          acc_bits[lane] -= 32;
+          lane_words[lane][n_words[lane]++] = static_cast<uint32_t>(acc[lane] >> acc_bits[lane]);
+        }
+      }
+    }
+  }
+  // The lanes' streams one after the other.
+  uint64_t total = 0;
+  for (int lane = 0; lane < kTiledLanes; ++lane) total += out.lane_bits[lane];
+  out.words.assign((total + 31) / 32 + 1, 0);
+  uint64_t bit = 0;
+  auto put = [&](uint32_t value, int n) {  // 1 <= n <= 32
     const uint64_t w = bit >> 5;
     const int offset = static_cast<int>(bit & 31);
-    const uint64_t v = uint64_t{value} << (64 - n - offset);
-    words[w] |= static_cast<uint32_t>(v >> 32);
-    words[w + 1] |= static_cast<uint32_t>(v);
+    const uint64_t v = (uint64_t{value} << (64 - n)) >> offset;
+    out.words[w] |= static_cast<uint32_t>(v >> 32);
+    out.words[w + 1] |= static_cast<uint32_t>(v);
     bit += n;
+  };
+  for (int lane = 0; lane < kTiledLanes; ++lane) {
+    for (int k = 0; k < n_words[lane]; ++k) put(lane_words[lane][k], 32);
+    if (acc_bits[lane] > 0) {
+      put(static_cast<uint32_t>(acc[lane]) & ((1u << acc_bits[lane]) - 1), acc_bits[lane]);
+    }
   }
-};
+  out.words.resize((total + 31) / 32);
+}
 
 }  // namespace
 
@@ -133,49 +205,31 @@ absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights
     if (code.escaped(static_cast<uint8_t>(e))) m.escaped_ += histogram[e];
   }
 
-  // Each lane's bits per segment, then where each segment starts (on a 32-bit word, so that
-  // segments are written side by side).
-  auto code_bits = [&](uint16_t w) {
-    const uint8_t e = ExponentOf(w);
-    return code.length_of[e] + (code.escaped(e) ? 8u : 0u);
-  };
+  // Each segment's streams on their own (in parallel), then the segments side by side: each starts
+  // on a 32-bit word, so placing them is a copy.
+  std::vector<SegmentStreams> streams(n_segments);
   m.lane_bits_.resize(n_segments * kTiledLanes);
-  ForRanges(pool, n_segments, 64, [&](size_t begin, size_t end) {
+  m.sign_mantissa_.resize(weights.size());
+  ForRanges(pool, n_segments, 16, [&](size_t begin, size_t end) {
     for (size_t s = begin; s < end; ++s) {
-      const SegmentPlace place = PlaceOf(s, tiles_per_band);
-      for (int lane = 0; lane < kTiledLanes; ++lane) {
-        uint32_t bits = 0;
-        ForLaneElements(place, cols, lane,
-                        [&](uint64_t j, uint32_t, int) { bits += code_bits(weights[j]); });
-        m.lane_bits_[s * kTiledLanes + lane] = static_cast<uint16_t>(bits);
-      }
+      EncodeSegment(code, weights.data(), uint64_t(cols), PlaceOf(s, tiles_per_band),
+                    tiles_per_band, m.sign_mantissa_.data(), streams[s]);
+      std::copy(streams[s].lane_bits.begin(), streams[s].lane_bits.end(),
+                m.lane_bits_.begin() + s * kTiledLanes);
     }
   });
   m.segment_bits_.resize(n_segments + 1);
   uint64_t bit = 0;
   for (uint64_t s = 0; s < n_segments; ++s) {
     m.segment_bits_[s] = bit;
-    for (int lane = 0; lane < kTiledLanes; ++lane) bit += m.lane_bits_[s * kTiledLanes + lane];
-    bit = (bit + 31) / 32 * 32;
+    bit += uint64_t{streams[s].words.size()} * 32;
   }
   m.segment_bits_[n_segments] = bit;
-
-  // The streams and the sign/mantissa bytes.
   m.words_.assign(bit / 32 + gpu::kTiledWordsRoom, 0);
-  m.sign_mantissa_.resize(weights.size());
   ForRanges(pool, n_segments, 64, [&](size_t begin, size_t end) {
     for (size_t s = begin; s < end; ++s) {
-      const SegmentPlace place = PlaceOf(s, tiles_per_band);
-      BitWriter out{m.words_.data(), m.segment_bits_[s]};
-      for (int lane = 0; lane < kTiledLanes; ++lane) {
-        ForLaneElements(place, cols, lane, [&](uint64_t j, uint32_t tile, int slot) {
-          const uint8_t e = ExponentOf(weights[j]);
-          out.Put(code.value_of[e], code.length_of[e]);
-          if (code.escaped(e)) out.Put(e, 8);
-          m.sign_mantissa_[gpu::SignMantissaOffset(place.band, tiles_per_band, tile, lane) +
-                           gpu::SlotByte(slot)] = SignMantissaOf(weights[j]);
-        });
-      }
+      std::copy(streams[s].words.begin(), streams[s].words.end(),
+                m.words_.begin() + m.segment_bits_[s] / 32);
     }
   });
   return m;
