@@ -21,6 +21,11 @@ namespace {
 constexpr uint64_t kReportBytes = 16 << 20;
 // A staging buffer is filled by several threads in pieces of this size.
 constexpr uint64_t kFillPiece = 1 << 20;
+// Passes of at most this many tokens compute the products that share an input (q, k, v; gate,
+// up) as one cuBLAS product where their weights are adjacent: at small batch, separate k and v
+// products use a fraction of the GPU (0.30 TB/s on an H100, against 1.9 for gate and up; see
+// ../shared/docs/GPU_WORK.md). Longer passes keep them apart, sparing the split's copy.
+constexpr int64_t kGroupedMaxRows = 64;
 // Decode launches in flight before FinishDecodes must have checked them.
 constexpr size_t kDecodeSlots = 64;
 // Units whose load-time checks are in flight before their flags are read (two launches each).
@@ -816,6 +821,7 @@ absl::Status CudaBackend::ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
   take(b.attn, rows * nh * d * 2);
   take(b.gate, rows * I * 2);
   take(b.up, rows * I * 2);
+  if (rows <= kGroupedMaxRows) take(b.grouped, rows * std::max(nh * d + 2 * nkv * d, 2 * I) * 2);
   take(b.last, S * H * 2);
   take(b.last_x, S * H * 4);
   take(b.logits, S * V * 4);
@@ -941,7 +947,8 @@ absl::Status CudaBackend::ForwardSteps(
     float* x = f32(b.x);
     float* tmp = f32(b.tmp);
     uint16_t *h = u16(b.h), *q = u16(b.q), *k = u16(b.k), *v = u16(b.v), *attn = u16(b.attn),
-             *gate = u16(b.gate), *up = u16(b.up);
+             *gate = u16(b.gate), *up = u16(b.up), *grouped = u16(b.grouped);
+    const LayerPlan& layer = m.plan().layers[l];
     const PagedKv kv = paged(l);
     const int64_t window = c.SlidingWindow(l);
     // LayerTensorNames order: q k v o gate up down, input norm, MLP norm, q/k norms, q k v o
@@ -958,6 +965,12 @@ absl::Status CudaBackend::ForwardSteps(
     if (tiled != nullptr) {
       const ForwardOps::TiledProduct qkv[] = {product(0, q), product(1, k), product(2, v)};
       DF11_RETURN_IF_ERROR(ops.TiledLinear(h, rows, qkv, false, stream));
+    } else if (rows <= kGroupedMaxRows && layer.qkv_adjacent) {
+      const int64_t width = nh * d + 2 * nkv * d;
+      DF11_RETURN_IF_ERROR(ops.Linear(h, w(0), w(11), rows, H, width, grouped, false, stream));
+      const ForwardOps::ColumnRange split[] = {
+          {0, nh * d, q}, {nh * d, nkv * d, k}, {nh * d + nkv * d, nkv * d, v}};
+      DF11_RETURN_IF_ERROR(ops.SplitColumns(grouped, rows, width, split, stream));
     } else {
       DF11_RETURN_IF_ERROR(ops.Linear(h, w(0), w(11), rows, H, nh * d, q, false, stream));
       DF11_RETURN_IF_ERROR(ops.Linear(h, w(1), w(12), rows, H, nkv * d, k, false, stream));
@@ -993,6 +1006,10 @@ absl::Status CudaBackend::ForwardSteps(
     if (tiled != nullptr) {
       const ForwardOps::TiledProduct gate_up[] = {product(4, gate), product(5, up)};
       DF11_RETURN_IF_ERROR(ops.TiledLinear(h, rows, gate_up, false, stream));
+    } else if (rows <= kGroupedMaxRows && layer.gate_up_adjacent) {
+      DF11_RETURN_IF_ERROR(ops.Linear(h, w(4), w(15), rows, H, 2 * I, grouped, false, stream));
+      const ForwardOps::ColumnRange split[] = {{0, I, gate}, {I, I, up}};
+      DF11_RETURN_IF_ERROR(ops.SplitColumns(grouped, rows, 2 * I, split, stream));
     } else {
       DF11_RETURN_IF_ERROR(ops.Linear(h, w(4), w(15), rows, H, I, gate, false, stream));
       DF11_RETURN_IF_ERROR(ops.Linear(h, w(5), w(16), rows, H, I, up, false, stream));

@@ -197,6 +197,8 @@ class CudaBackend final : public Backend {
   struct ForwardBuffers {
     ArenaAllocator::Id id = 0;
     uint64_t x = 0, h = 0, tmp = 0, q = 0, k = 0, v = 0, attn = 0, gate = 0, up = 0, last = 0;
+    // BF16 outputs of a grouped product (q, k, v or gate, up) before the split, in short passes.
+    uint64_t grouped = 0;
     // fp32: x (the residual stream), tmp (a projection into it) and each sequence's last row
     // of x (last_x).
     uint64_t last_x = 0;

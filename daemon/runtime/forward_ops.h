@@ -112,6 +112,17 @@ class ForwardOps {
                              Stream stream) = 0;
   virtual absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) = 0;
 
+  // Columns [first, first + width) of in[rows][in_width] into out[rows][width], for each piece:
+  // the outputs of one product of concatenated weights (q, k and v; gate and up) back into
+  // buffers of their own.
+  struct ColumnRange {
+    int64_t first = 0;
+    int64_t width = 0;
+    uint16_t* out = nullptr;
+  };
+  virtual absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
+                                    std::span<const ColumnRange> pieces, Stream stream) = 0;
+
   // One product of TiledLinear: y[rows][w.rows] = x[rows][w.cols] · wᵀ (+ bias[w.rows] when not
   // null), w a tiled matrix in device memory (codec::TiledMatrix); y BF16, or fp32 when y_fp32.
   struct TiledProduct {

@@ -199,6 +199,21 @@ absl::Status ReferenceForwardOps::SoftCap(float* x, int64_t n, float cap, Stream
   return absl::OkStatus();
 }
 
+absl::Status ReferenceForwardOps::SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
+                                               std::span<const ColumnRange> pieces,
+                                               Stream stream) {
+  for (const ColumnRange& p : pieces) {
+    if (p.first < 0 || p.width < 0 || p.first + p.width > in_width) {
+      return absl::InvalidArgumentError(absl::StrCat("SplitColumns: columns ", p.first, " + ",
+                                                     p.width, " of ", in_width));
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(p.out + r * p.width, in + r * in_width + p.first, p.width * sizeof(uint16_t));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReferenceForwardOps::TiledLinear(const uint16_t* x, int64_t rows,
                                               std::span<const TiledProduct> products, bool y_fp32,
                                               Stream stream) {

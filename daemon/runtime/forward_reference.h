@@ -32,6 +32,8 @@ class ReferenceForwardOps final : public ForwardOps {
   absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
                      Stream stream) override;
   absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) override;
+  absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
+                            std::span<const ColumnRange> pieces, Stream stream) override;
   // Decodes each matrix with the GPU kernels' steps (codec::DecodeTiledView), then Linear.
   absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
                            bool y_fp32, Stream stream) override;

@@ -63,6 +63,29 @@ absl::StatusOr<TensorSource> Source(const Model& model, const std::string& name,
                       .bytes = bytes};
 }
 
+// Whether tensors `ks` of a layer are present and lie one after the other, in the same place.
+bool Adjacent(const std::array<TensorSource, kLayerTensors>& t, std::initializer_list<size_t> ks) {
+  const TensorSource* previous = nullptr;
+  for (size_t k : ks) {
+    const TensorSource& s = t[k];
+    if (s.kind == TensorSource::Kind::kAbsent) return false;
+    if (previous != nullptr &&
+        (s.kind != previous->kind || s.offset != previous->offset + previous->bytes)) {
+      return false;
+    }
+    previous = &s;
+  }
+  return true;
+}
+
+// Biases `ks`: all absent, or adjacent.
+bool BiasesAdjacent(const std::array<TensorSource, kLayerTensors>& t,
+                    std::initializer_list<size_t> ks) {
+  return std::all_of(ks.begin(), ks.end(),
+                     [&](size_t k) { return t[k].kind == TensorSource::Kind::kAbsent; }) ||
+         Adjacent(t, ks);
+}
+
 }  // namespace
 
 GpuPlacementLayout LayOutGpuPlacement(std::span<const codec::UnitSizes> units,
@@ -96,13 +119,39 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
     }
     plan.unit_sizes.push_back(sizes);
   }
+  // Plain tensors: each layer's q, k, v (weights, then biases), gate and up first, adjacent; then
+  // the others as the model lists them.
   const auto plain = model.plain_tensors();
+  std::map<std::string, size_t> index_of;
+  for (size_t i = 0; i < plain.size(); ++i) index_of[plain[i].first] = i;
+  std::vector<size_t> order;
+  std::vector<bool> ordered(plain.size(), false);
+  auto add = [&](size_t i) {
+    if (ordered[i]) return;
+    ordered[i] = true;
+    order.push_back(i);
+  };
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::vector<std::string> names = LayerTensorNames(c, l);
+    for (size_t k : {0, 1, 2, 11, 12, 13, 4, 5, 15, 16}) {
+      if (names[k].empty()) continue;
+      const absl::StatusOr<WeightLocation> w = model.Locate(names[k]);
+      if (!w.ok() || w->unit >= 0) continue;
+      if (auto it = index_of.find(std::string(w->stored_name)); it != index_of.end()) {
+        add(it->second);
+      }
+    }
+  }
+  for (size_t i = 0; i < plain.size(); ++i) add(i);
   std::vector<uint64_t> plain_bytes;
-  for (const auto& [name, bytes] : plain) plain_bytes.push_back(bytes.size());
+  for (size_t i : order) plain_bytes.push_back(plain[i].second.size());
   plan.layout = LayOutGpuPlacement(plan.unit_sizes, plain_bytes, granule);
+  // plain_offsets follows plain_tensors()'s order, as the upload copies them.
+  std::vector<uint64_t> offsets(plain.size());
+  for (size_t k = 0; k < order.size(); ++k) offsets[order[k]] = plan.layout.plain_offsets[k];
+  plan.layout.plain_offsets = offsets;
   std::map<std::string, uint64_t> plain_offsets;
-  for (size_t i = 0; i < plain.size(); ++i)
-    plain_offsets[plain[i].first] = plan.layout.plain_offsets[i];
+  for (size_t i = 0; i < plain.size(); ++i) plain_offsets[plain[i].first] = offsets[i];
 
   auto need = [&plan](int buffer, uint64_t elements) {
     plan.scratch_elements[buffer] = std::max(plan.scratch_elements[buffer], elements);
@@ -114,6 +163,8 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
     for (size_t k = 0; k < kLayerTensors; ++k) {
       DF11_ASSIGN_OR_RETURN(layer.tensors[k], Source(model, names[k], layer.decode, plain_offsets));
     }
+    layer.qkv_adjacent = Adjacent(layer.tensors, {0, 1, 2}) && BiasesAdjacent(layer.tensors, {11, 12, 13});
+    layer.gate_up_adjacent = Adjacent(layer.tensors, {4, 5}) && BiasesAdjacent(layer.tensors, {15, 16});
     need(static_cast<int>(l % 2), layer.decode.scratch_elements);
     plan.layers.push_back(std::move(layer));
   }

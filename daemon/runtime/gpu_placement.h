@@ -4,7 +4,10 @@
 //
 // A model takes one arena allocation: each DF11 unit's device image (codec::GpuUnitImage: the
 // official tensors plus the decoder's layout), then each plain tensor, every piece on a 256-byte
-// boundary, the whole rounded up to the arena's granule. A forward pass decodes, per layer, every
+// boundary, the whole rounded up to the arena's granule. Plain tensors go each layer's q, k and v
+// (weights, then biases) and gate and up first, one after the other, so that the products that
+// share an input can run as one; the DF11 units of the supported architectures hold them in that
+// order already. A forward pass decodes, per layer, every
 // unit the layer's tensors are in, with one launch, into one of two scratch buffers shared by all
 // models (layer i into buffer i % 2, so the next layer decodes while one computes); the output
 // head's unit goes into the buffer after the last layer's, and embedding rows into buffer 1
@@ -61,6 +64,10 @@ struct DecodeStep {
 struct LayerPlan {
   DecodeStep decode;  // empty for a layer without units (BF16)
   std::array<TensorSource, kLayerTensors> tensors;
+  // Whether q, k and v (gate and up) lie one after the other where they are read, their biases
+  // likewise or absent: then one product computes them together.
+  bool qkv_adjacent = false;
+  bool gate_up_adjacent = false;
 };
 
 struct GpuModelPlan {

@@ -495,6 +495,30 @@ TEST_F(CudaBackendTest, ScratchFromTheConfigCoversThePlan) {
   }
 }
 
+// The products that share an input are adjacent where a pass reads them: in a DF11 unit's scratch
+// (its tensors in order) and among a BF16 model's plain tensors (laid out so), unless padding
+// between small tensors separates them.
+TEST_F(CudaBackendTest, ProductsThatShareAnInputAreAdjacent) {
+  for (const std::string& dir :
+       {Df11Dir("llama3"), (::df11::testing::TestDataDir("engine") / "llama3").string()}) {
+    SCOPED_TRACE(dir);
+    DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> host, Model::Load(dir, {.interleave = false}));
+    DF11_ASSERT_OK_AND_ASSIGN(GpuModelPlan plan, PlanGpuModel(*host, 64 << 10));
+    for (const LayerPlan& layer : plan.layers) {
+      EXPECT_TRUE(layer.qkv_adjacent);
+      EXPECT_TRUE(layer.gate_up_adjacent);
+      EXPECT_EQ(layer.tensors[1].offset, layer.tensors[0].offset + layer.tensors[0].bytes);
+      EXPECT_EQ(layer.tensors[5].offset, layer.tensors[4].offset + layer.tensors[4].bytes);
+    }
+  }
+  // qwen2's biases of 96 and 32 values are padded apart: no grouped product there.
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> qwen2,
+                            Model::Load(Df11Dir("qwen2"), {.interleave = false}));
+  DF11_ASSERT_OK_AND_ASSIGN(GpuModelPlan plan, PlanGpuModel(*qwen2, 64 << 10));
+  EXPECT_FALSE(plan.layers[0].qkv_adjacent);
+  EXPECT_TRUE(plan.layers[0].gate_up_adjacent);
+}
+
 TEST_F(CudaBackendTest, KvCachesTakePagesOfThePool) {
   std::unique_ptr<CudaBackend> backend = NewBackend(SmallOptions());
   ASSERT_NE(backend, nullptr);

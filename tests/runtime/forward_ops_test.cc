@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "codec/format.h"
+#include "codec/tiled_matrix.h"
 #include "daemon/runtime/forward_reference.h"
 #include "daemon/runtime/model_config.h"
 #include "daemon/runtime/rotary_embedding.h"
@@ -170,6 +171,19 @@ TEST(ReferenceForwardOpsTest, PagedAttentionWithWindowAndSoftCap) {
   }
 }
 
+TEST(ReferenceForwardOpsTest, SplitColumnsCopiesEachRange) {
+  ReferenceForwardOps ops;
+  const std::vector<uint16_t> in = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // 2 rows of 5
+  std::vector<uint16_t> a(4), b(2, 0xFFFF);
+  const ForwardOps::ColumnRange pieces[] = {{0, 2, a.data()}, {3, 1, b.data()}};
+  DF11_ASSERT_OK(ops.SplitColumns(in.data(), 2, 5, pieces, nullptr));
+  EXPECT_EQ(a, (std::vector<uint16_t>{1, 2, 6, 7}));
+  EXPECT_EQ(b, (std::vector<uint16_t>{4, 9}));
+  const ForwardOps::ColumnRange outside[] = {{4, 2, a.data()}};
+  EXPECT_EQ(ops.SplitColumns(in.data(), 2, 5, outside, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 #if defined(DF11_TEST_ON_GPU)
 // The CUDA device's operations against the reference, on device copies of the same inputs.
 class CudaForwardOpsTest : public ::testing::Test {
@@ -257,6 +271,68 @@ TEST_F(CudaForwardOpsTest, LinearNormsRopeAndElementwiseMatchTheReference) {
         reference_.GatedActivation(gate.data(), up.data(), rows * n, a, expected.data(), nullptr));
     DF11_ASSERT_OK(gpu.GatedActivation(Upload(gate), Upload(up), rows * n, a, y, stream_));
     ExpectClose(Download(y, rows * n), expected);
+  }
+}
+
+TEST_F(CudaForwardOpsTest, SplitColumnsAndTiledLinearMatchTheReference) {
+  ForwardOps& gpu = *device_->forward_ops();
+  const int64_t rows = 3, width = 6144;
+  const std::vector<uint16_t> in = RandomBf16(rows * width, 11);
+  std::vector<uint16_t> expected(rows * 1024);
+  const ForwardOps::ColumnRange host_piece[] = {{4096, 1024, expected.data()}};
+  DF11_ASSERT_OK(reference_.SplitColumns(in.data(), rows, width, host_piece, nullptr));
+  uint16_t* out = Upload(std::vector<uint16_t>(rows * 1024));
+  const ForwardOps::ColumnRange piece[] = {{4096, 1024, out}};
+  DF11_ASSERT_OK(gpu.SplitColumns(Upload(in), rows, width, piece, stream_));
+  EXPECT_EQ(Download(out, rows * 1024), expected);
+
+  // Two tiled matrices from one input, with and without a bias; BF16 and fp32 outputs.
+  const int64_t in_features = 2048;
+  std::vector<codec::TiledMatrix> matrices;
+  for (int64_t out_features : {1024, 512}) {
+    matrices.push_back(codec::TiledMatrix::Build(RandomBf16(out_features * in_features, 12, 0.05f),
+                                                 out_features, in_features, nullptr)
+                           .value());
+  }
+  const std::vector<uint16_t> x = RandomBf16(rows * in_features, 13), bias = RandomBf16(1024, 14);
+  for (const bool y_fp32 : {false, true}) {
+    std::vector<ForwardOps::TiledProduct> host_products, products;
+    std::vector<std::vector<char>> host_images;
+    std::vector<void*> ys;
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      const codec::TiledImage image = matrices[i].image();
+      std::vector<char> bytes(image.bytes);
+      matrices[i].CopyImage(bytes.data());
+      const char* device_image = reinterpret_cast<const char*>(Upload(bytes));
+      const uint64_t n = rows * image.rows * (y_fp32 ? 4 : 2);
+      host_products.push_back({.w = image.View(bytes.data()),
+                               .bias = i == 0 ? bias.data() : nullptr,
+                               .y = nullptr});
+      products.push_back({.w = image.View(device_image),
+                          .bias = i == 0 ? Upload(bias) : nullptr,
+                          .y = Upload(std::vector<char>(n))});
+      host_images.push_back(std::move(bytes));
+    }
+    std::vector<std::vector<char>> want(matrices.size());
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      want[i].resize(rows * matrices[i].rows() * (y_fp32 ? 4 : 2));
+      host_products[i].y = want[i].data();
+    }
+    DF11_ASSERT_OK(reference_.TiledLinear(x.data(), rows, host_products, y_fp32, nullptr));
+    DF11_ASSERT_OK(gpu.TiledLinear(Upload(x), rows, products, y_fp32, stream_));
+    DF11_ASSERT_OK(gpu.CheckTiled(stream_));
+    for (size_t i = 0; i < matrices.size(); ++i) {
+      const size_t n = rows * matrices[i].rows();
+      if (y_fp32) {
+        std::vector<float> got = Download(static_cast<const float*>(products[i].y), n), ref(n);
+        std::memcpy(ref.data(), want[i].data(), n * 4);
+        for (size_t j = 0; j < n; ++j) EXPECT_NEAR(got[j], ref[j], 1e-3 + 1e-3 * std::abs(ref[j]));
+      } else {
+        std::vector<uint16_t> ref(n);
+        std::memcpy(ref.data(), want[i].data(), n * 2);
+        ExpectClose(Download(static_cast<const uint16_t*>(products[i].y), n), ref);
+      }
+    }
   }
 }
 

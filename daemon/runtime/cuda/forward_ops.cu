@@ -211,6 +211,12 @@ __global__ void SoftCapKernel(float* x, int64_t n, float cap) {
   if (i < n) x[i] = tanhf(x[i] / cap) * cap;
 }
 
+__global__ void SplitColumnsKernel(const uint16_t* in, int64_t rows, int64_t in_width,
+                                   int64_t first, int64_t width, uint16_t* out) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < rows * width) out[i] = in[(i / width) * in_width + first + i % width];
+}
+
 // Bytes of the workspace kept for TiledLinear's launches: its error flag and up to 64 views.
 constexpr uint64_t kTiledWorkspace = 8 << 10;
 
@@ -231,6 +237,21 @@ class CudaForwardOps final : public ForwardOps {
     return Cublas(cublasSetWorkspace(handle_, static_cast<char*>(device) + kTiledWorkspace,
                                      bytes - kTiledWorkspace),
                   "cublasSetWorkspace");
+  }
+
+  absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
+                            std::span<const ColumnRange> pieces, Stream stream) override {
+    for (const ColumnRange& p : pieces) {
+      if (p.first < 0 || p.width < 0 || p.first + p.width > in_width) {
+        return absl::InvalidArgumentError(absl::StrCat("SplitColumns: columns ", p.first, " + ",
+                                                       p.width, " of ", in_width));
+      }
+      if (rows * p.width == 0) continue;
+      SplitColumnsKernel<<<Blocks(rows * p.width), kThreads, 0, AsCuda(stream)>>>(
+          in, rows, in_width, p.first, p.width, p.out);
+      DF11_RETURN_IF_ERROR(Launched("SplitColumns"));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
