@@ -36,7 +36,8 @@
 // fp32 logits, an fp32 residual stream. Layer l + 1 decodes on the decode stream while layer l
 // computes. A pass of at most Options::fused_max_rows tokens decodes no tiled unit: its layers
 // (and the head) multiply by the tiled matrices with ForwardOps::TiledLinear, the products that
-// share an input (q, k, v; gate, up) in one launch. A pass's buffers are one arena allocation (workspace), kept for the next pass and
+// share an input (q, k, v; gate, up) in one launch. Other short passes (up to 64 tokens) compute
+// those as one cuBLAS product where the weights are adjacent, and split the result. A pass's buffers are one arena allocation (workspace), kept for the next pass and
 // grown when one needs more; another allocation that finds no room takes it back between passes.
 // A device without ForwardOps answers kFailedPrecondition saying so, never a wrong answer.
 //
