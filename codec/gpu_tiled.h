@@ -42,10 +42,12 @@ struct TiledGemvView {
   const uint16_t* bias = nullptr;
 };
 
-// Bytes of device workspace a launch of `n_views` views needs. Pure.
+// Bytes of device workspace a call with `n_views` views needs (its error flag: the views travel
+// as kernel parameters). Pure.
 size_t TiledWorkspaceBytes(size_t n_views);
 
-// Enqueues Y = W X for every view, in one launch on `stream`. The sums are in a fixed order: the
+// Enqueues Y = W X for every view, in one launch per 8 views on `stream`, with nothing copied
+// before it (the views are kernel parameters). The sums are in a fixed order: the
 // result does not depend on the launch, the other views or the other columns. `ctas_per_sm`
 // (0: 4) caps the CTAs of 256 threads, for benchmarks. kInvalidArgument for no views, more than
 // kMaxUnitsPerLaunch, n_cols outside 1..8, a small workspace, X or Y misaligned (X: 4 bytes for

@@ -10,12 +10,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <set>
-#include <utility>
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
 #include "codec/cuda/launch_items.cuh"
@@ -34,10 +31,15 @@ constexpr int kMaxColumns = 8;
 constexpr uint32_t kStageWords = 896;
 constexpr size_t kSharedBytes = (kTiledTableEntries + kWarps * kStageWords) * sizeof(uint32_t);
 static_assert(kStageWords >= 32 * 4, "the stages hold the warps' partial results");
+// Within the 48 KB a CTA has without asking (cudaFuncSetAttribute): 4 CTAs fit in an SM.
+static_assert(kSharedBytes <= 48 * 1024);
 
-// Workspace: the error flag first (where CheckDecoded reads it), then the views.
+// Workspace: the error flag (where CheckDecoded reads it).
 constexpr size_t kErrorOffset = 0;
-constexpr size_t kViewsOffset = 16;
+constexpr size_t kWorkspaceBytes = 16;
+// Views a kernel takes by value (kernel parameters: no copy to the device before the launch); a
+// call with more launches once per group.
+constexpr uint32_t kViewsPerLaunch = 8;
 
 enum class Work { kGemvBf16, kGemvF32, kDecode };
 
@@ -48,6 +50,10 @@ struct LaunchView {
   void* y;  // fp32 or BF16 Y, or the BF16 output of a decode
   uint64_t ldx, ldy;
   const uint16_t* bias;
+};
+struct LaunchViews {
+  LaunchView v[kViewsPerLaunch];
+  uint32_t n;
 };
 
 // D += A B for one 16 x 8 x 16 step, BF16 operands, fp32 accumulation.
@@ -85,7 +91,7 @@ __device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* tab
   const uint64_t seg = band * SegmentsPerBand(v.m) + s;
   const uint64_t seg_bit = v.m.segment_bits[seg], seg_end = v.m.segment_bits[seg + 1];
   const uint32_t bits = v.m.lane_bits[seg * kTiledLanes + lane];
-  uint64_t bit = seg_bit + WarpExclusiveSum(bits, lane);
+  const uint64_t bit = seg_bit + WarpExclusiveSum(bits, lane);
   const uint64_t end = bit + bits;
   if (!__all_sync(kFullWarp, seg_end >= seg_bit && end <= seg_end)) {
     ok = false;
@@ -110,23 +116,30 @@ __device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* tab
   }
   __syncwarp();
   const uint32_t* words = staged ? stage : v.m.words + first_word;
-  bit -= first_word * 32;
-  const uint64_t end_bit = end - first_word * 32;
-  for (uint32_t t = first_tile; t < end_tile; t += 2) {
-    const uint4 bytes = __ldg(reinterpret_cast<const uint4*>(
+  // Positions from the segment's first word: a segment holds fewer than 2^17 bits.
+  uint32_t bit32 = static_cast<uint32_t>(bit - first_word * 32);
+  const uint32_t end_bit = static_cast<uint32_t>(end - first_word * 32);
+  // Each pair of tiles' sign/mantissa bytes, loaded a pair ahead.
+  auto load_bytes = [&](uint32_t t) {
+    return __ldg(reinterpret_cast<const uint4*>(
         v.m.sign_mantissa + SignMantissaOffset(band, tiles_per_band, t, lane)));
+  };
+  uint4 next_bytes = load_bytes(first_tile);
+  for (uint32_t t = first_tile; t < end_tile; t += 2) {
+    const uint4 bytes = next_bytes;
+    if (t + 2 < end_tile) next_bytes = load_bytes(t + 2);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t tile = t + h;
       uint32_t pairs[4], escapes;
-      uint32_t used = DecodePairs(table, ReadWindow(words, bit), pairs, escapes);
+      uint32_t used = DecodePairs(table, ReadWindow(words, bit32), pairs, escapes);
       if (__any_sync(kFullWarp, escapes != 0)) {
-        used = DecodeCodesOneByOne(table, words, bit, pairs);
+        used = DecodeCodesOneByOne(table, words, bit32, pairs);
       }
-      bit += used;
-      if (bit > end_bit) {  // inconsistent: stay inside the stream
+      bit32 += used;
+      if (bit32 > end_bit) {  // inconsistent: stay inside the stream
         ok = false;
-        bit = end_bit;
+        bit32 = end_bit;
       }
       uint32_t a[4];
       JoinTile(h == 0 ? bytes.x : bytes.z, h == 0 ? bytes.y : bytes.w, pairs, a);
@@ -150,14 +163,16 @@ __device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* tab
       }
     }
   }
-  if (bit != end_bit) ok = false;
+  if (bit32 != end_bit) ok = false;
 }
 
 template <Work kWork>
 __global__ void __launch_bounds__(kThreads, kDefaultCtasPerSm)
-    tiled_kernel(const LaunchView* __restrict__ views, uint32_t n_views, int n_cols, bool y_bf16,
+    tiled_kernel(const __grid_constant__ LaunchViews launch, int n_cols, bool y_bf16,
                  uint32_t* __restrict__ error) {
-  __shared__ uint32_t first_band[kMaxUnitsPerLaunch + 1];  // launch-wide band of each view
+  const LaunchView* const views = launch.v;
+  const uint32_t n_views = launch.n;
+  __shared__ uint32_t first_band[kViewsPerLaunch + 1];  // launch-wide band of each view
   // Dynamic: the pair table (PairEntry of every index), then each warp's stage; once a band's
   // segments are done, the stages hold the warps' partial results.
   extern __shared__ uint32_t dynamic[];
@@ -189,8 +204,7 @@ __global__ void __launch_bounds__(kThreads, kDefaultCtasPerSm)
     }
     if constexpr (kWork != Work::kDecode) {
       __syncthreads();  // every warp is done with its stage
-#pragma unroll
-      for (int r = 0; r < 4; ++r) partial[warp][lane][r] = acc[r];
+      *reinterpret_cast<float4*>(partial[warp][lane]) = make_float4(acc[0], acc[1], acc[2], acc[3]);
       __syncthreads();
       if (threadIdx.x < 128) {
         const int l = threadIdx.x / 4, r = threadIdx.x % 4;
@@ -248,54 +262,42 @@ absl::Status Launch(Work work, std::span<const LaunchView> views, int n_cols, bo
   if (total >= (uint64_t{1} << 32)) {
     return absl::InvalidArgumentError(what + ": more than 2^32 bands in one launch");
   }
-  auto* base = static_cast<char*>(workspace);
-  DF11_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + kViewsOffset, views.data(),
-                                            n * sizeof(LaunchView), cudaMemcpyHostToDevice,
-                                            stream));
-  if (!keep_error) {
-    DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(base + kErrorOffset, 0, sizeof(uint32_t), stream));
-  }
+  auto* error = reinterpret_cast<uint32_t*>(static_cast<char*>(workspace) + kErrorOffset);
+  if (!keep_error) DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(error, 0, sizeof(uint32_t), stream));
   int device = 0, sms = 0;
   DF11_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   DF11_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const dim3 blocks(static_cast<unsigned>(std::min<uint64_t>(total, uint64_t(sms) * ctas_per_sm)));
-  const auto* device_views = reinterpret_cast<const LaunchView*>(base + kViewsOffset);
-  auto* error = reinterpret_cast<uint32_t*>(base + kErrorOffset);
-  const auto n32 = static_cast<uint32_t>(n);
-  auto launch = [&](auto kernel) -> absl::Status {
-    // More than 48 KB of shared memory per CTA needs asking for, once per device and kernel.
-    static absl::Mutex mu;
-    static std::set<std::pair<int, const void*>> allowed ABSL_GUARDED_BY(mu);
-    {
-      absl::MutexLock lock(&mu);
-      if (allowed.insert({device, reinterpret_cast<const void*>(kernel)}).second) {
-        DF11_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSharedBytes)));
-      }
+  for (size_t first = 0; first < n; first += kViewsPerLaunch) {
+    LaunchViews group{};
+    group.n = static_cast<uint32_t>(std::min<size_t>(kViewsPerLaunch, n - first));
+    uint64_t bands = 0;
+    for (uint32_t i = 0; i < group.n; ++i) {
+      group.v[i] = views[first + i];
+      bands += Bands(group.v[i].m);
     }
-    kernel<<<blocks, kThreads, kSharedBytes, stream>>>(device_views, n32, n_cols, y_bf16, error);
-    return absl::OkStatus();
-  };
-  switch (work) {
-    case Work::kGemvBf16:
-      DF11_RETURN_IF_ERROR(launch(tiled_kernel<Work::kGemvBf16>));
-      break;
-    case Work::kGemvF32:
-      DF11_RETURN_IF_ERROR(launch(tiled_kernel<Work::kGemvF32>));
-      break;
-    case Work::kDecode:
-      DF11_RETURN_IF_ERROR(launch(tiled_kernel<Work::kDecode>));
-      break;
+    const dim3 blocks(static_cast<unsigned>(std::min<uint64_t>(bands, uint64_t(sms) * ctas_per_sm)));
+    switch (work) {
+      case Work::kGemvBf16:
+        tiled_kernel<Work::kGemvBf16>
+            <<<blocks, kThreads, kSharedBytes, stream>>>(group, n_cols, y_bf16, error);
+        break;
+      case Work::kGemvF32:
+        tiled_kernel<Work::kGemvF32>
+            <<<blocks, kThreads, kSharedBytes, stream>>>(group, n_cols, y_bf16, error);
+        break;
+      case Work::kDecode:
+        tiled_kernel<Work::kDecode>
+            <<<blocks, kThreads, kSharedBytes, stream>>>(group, n_cols, y_bf16, error);
+        break;
+    }
+    DF11_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
-  DF11_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }
 
 }  // namespace
 
-size_t TiledWorkspaceBytes(size_t n_views) {
-  return kViewsOffset + n_views * sizeof(LaunchView);
-}
+size_t TiledWorkspaceBytes(size_t n_views) { return kWorkspaceBytes; }
 
 absl::Status TiledGemv(std::span<const TiledGemvView> views, int n_cols, TiledType x_type,
                        TiledType y_type, void* workspace, size_t workspace_bytes,

@@ -102,8 +102,9 @@ DF11_HOST_DEVICE uint32_t FunnelLeft(uint32_t lo, uint32_t hi, uint32_t shift) {
 struct Window {
   uint32_t hi, lo;
 };
-DF11_HOST_DEVICE Window ReadWindow(const uint32_t* words, uint64_t bit) {
-  const uint64_t w = bit >> 5;
+template <typename Bit>  // uint64_t, or uint32_t for positions inside a segment
+DF11_HOST_DEVICE Window ReadWindow(const uint32_t* words, Bit bit) {
+  const Bit w = bit >> 5;
   const uint32_t shift = static_cast<uint32_t>(bit & 31);
   const uint32_t a = words[w], b = words[w + 1], c = words[w + 2];
   return {FunnelLeft(b, a, shift), FunnelLeft(c, b, shift)};
@@ -136,8 +137,9 @@ DF11_HOST_DEVICE uint32_t DecodePairs(const uint32_t* table, Window w, uint32_t 
 // The same 8 codes from bit `bit` of `words`, one at a time, escapes included (an escape code is
 // followed by the exponent's 8 bits): the pairs' exponents into `pairs` (bits 7..14 and 23..30),
 // and the bits taken.
+template <typename Bit>
 DF11_HOST_DEVICE uint32_t DecodeCodesOneByOne(const uint32_t* table, const uint32_t* words,
-                                              uint64_t bit, uint32_t (&pairs)[4]) {
+                                              Bit bit, uint32_t (&pairs)[4]) {
   uint32_t used = 0;
   for (int p = 0; p < 4; ++p) {
     uint32_t pair = 0;

@@ -143,10 +143,14 @@ class CudaPlacedModel final : public PlacedModel {
       return image.RowsView(allocation + offset, first_row, rows);
     }
   };
-  // A layer whose 7 projections are all tiled multiplies by them in short passes.
+  // The layer's tiled projections (LayerTensorNames order: q k v o gate up down), which short
+  // passes multiply by without decoding them; the others are decoded as usual.
   struct FusedLayer {
-    bool fused = false;
-    std::array<FusedSource, 7> projections;  // LayerTensorNames order: q k v o gate up down
+    bool any = false;
+    // Whether every projection in a tiled unit has its source here (a row range that does not
+    // start and end on a band has none): only then may short passes skip decoding tiled units.
+    bool complete = true;
+    std::array<std::optional<FusedSource>, 7> projections;
   };
   // Set by Place once the model is uploaded, before anyone else sees it.
   void SetTiled(std::vector<std::vector<TiledTensor>> units, std::vector<FusedLayer> layers,
@@ -163,7 +167,7 @@ class CudaPlacedModel final : public PlacedModel {
     return std::count_if(tiled_.begin(), tiled_.end(), [](const auto& t) { return !t.empty(); });
   }
   const FusedLayer* fused_layer(int64_t l) const {
-    return l < static_cast<int64_t>(fused_layers_.size()) && fused_layers_[l].fused
+    return l < static_cast<int64_t>(fused_layers_.size()) && fused_layers_[l].any
                ? &fused_layers_[l]
                : nullptr;
   }
@@ -477,11 +481,14 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
   std::vector<CudaPlacedModel::FusedLayer> layers(host->config().num_layers);
   for (int64_t l = 0; l < host->config().num_layers; ++l) {
     const std::vector<std::string> names = LayerTensorNames(host->config(), l);
-    layers[l].fused = true;
     for (size_t k = 0; k < layers[l].projections.size(); ++k) {
-      const std::optional<FusedSource> source = FindTiled<FusedSource>(*host, tiled, names[k]);
-      layers[l].fused &= source.has_value();
-      if (source.has_value()) layers[l].projections[k] = *source;
+      layers[l].projections[k] = FindTiled<FusedSource>(*host, tiled, names[k]);
+      layers[l].any |= layers[l].projections[k].has_value();
+      const absl::StatusOr<WeightLocation> w = host->Locate(names[k]);
+      if (!layers[l].projections[k].has_value() && w.ok() && w->unit >= 0 &&
+          !tiled[w->unit].empty()) {
+        layers[l].complete = false;
+      }
     }
   }
   std::optional<FusedSource> head = FindTiled<FusedSource>(*host, tiled, LmHeadName(host->config()));
@@ -489,12 +496,31 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
   return std::unique_ptr<PlacedModel>(std::move(placed));
 }
 
-bool CudaBackend::Tileable(const Model& host, const GpuModelPlan& plan, size_t u) const {
-  if (options_.fused_max_rows == 0 || static_cast<int>(u) == plan.embedding_unit) return false;
-  for (const std::vector<int64_t>& shape : host.units()[u]->shapes) {
-    if (shape.size() != 2 || !codec::TiledMatrix::Supports(shape[0], shape[1])) return false;
+std::vector<bool> CudaBackend::TiledUnits(const Model& host, const GpuModelPlan& plan) const {
+  std::vector<bool> tiled(host.units().size(), false);
+  if (options_.fused_max_rows == 0 || device_->forward_ops() == nullptr) return tiled;
+  // The units that hold a projection or the output head.
+  const ModelConfig& c = host.config();
+  std::vector<std::string> names = {LmHeadName(c)};
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::vector<std::string> layer = LayerTensorNames(c, l);
+    names.insert(names.end(), layer.begin(), layer.begin() + 7);
   }
-  return true;
+  for (const std::string& name : names) {
+    if (name.empty()) continue;
+    if (const absl::StatusOr<WeightLocation> w = host.Locate(name); w.ok() && w->unit >= 0) {
+      tiled[w->unit] = true;
+    }
+  }
+  // Of those, the ones made of matrices that tile, but not the embedding's (its rows are decoded
+  // on their own).
+  for (size_t u = 0; u < tiled.size(); ++u) {
+    if (static_cast<int>(u) == plan.embedding_unit) tiled[u] = false;
+    for (const std::vector<int64_t>& shape : host.units()[u]->shapes) {
+      if (shape.size() != 2 || !codec::TiledMatrix::Supports(shape[0], shape[1])) tiled[u] = false;
+    }
+  }
+  return tiled;
 }
 
 absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
@@ -642,9 +668,10 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
       DF11_RETURN_IF_ERROR(device_->MemsetAsync(AddressLocked(allocation), 0, plan.layout.bytes(),
                                                 stream));  // padding is zero
     }
+    const std::vector<bool> to_tile = TiledUnits(host, plan);
     for (size_t u = 0; u < units.size(); ++u) {
       const codec::Unit& unit = *units[u]->unit;
-      if (Tileable(host, plan, u)) {
+      if (to_tile[u]) {
         DF11_ASSIGN_OR_RETURN(const bool placed, upload_tiled(u));
         if (placed) continue;
       }
@@ -846,7 +873,15 @@ absl::Status CudaBackend::ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
       ForwardSteps(m, ops, batch, tokens, pages, row_first_page, row_position, positions_per_page,
                    full_rope, sliding_rope, b, logits);
   // Every launch that reads the buffers has finished before another allocation may take them.
-  const absl::Status synced = device_->StreamSynchronize(compute_stream_->get());
+  absl::Status synced = device_->StreamSynchronize(compute_stream_->get());
+  // The tiled products' error flag, read (and cleared) on every path, so that a pass that stopped
+  // early leaves nothing to the next.
+  if (rows <= options_.fused_max_rows && m.tiled_units() > 0) {
+    if (absl::Status s = ops.CheckTiled(compute_stream_->get()); !s.ok() && synced.ok()) {
+      synced = absl::Status(s.code(), absl::StrCat("a forward pass of ", m.label(), " on ",
+                                                   device_name_, ": ", s.message()));
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     forward_busy_ = false;
@@ -934,11 +969,12 @@ absl::Status CudaBackend::ForwardSteps(
   // short pass, layers whose projections are tiled multiply by them without decoding them.
   const bool short_pass = rows <= options_.fused_max_rows;
   auto fused = [&](int64_t l) { return short_pass ? m.fused_layer(l) : nullptr; };
-  DF11_RETURN_IF_ERROR(DecodeLayerUnits(m, 0, 0, fused(0) != nullptr));
+  auto skip_tiled = [&](int64_t l) { return fused(l) != nullptr && fused(l)->complete; };
+  DF11_RETURN_IF_ERROR(DecodeLayerUnits(m, 0, 0, skip_tiled(0)));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const int buffer = static_cast<int>(l % 2);
     if (l + 1 < c.num_layers) {
-      DF11_RETURN_IF_ERROR(DecodeLayerUnits(m, l + 1, 1 - buffer, fused(l + 1) != nullptr));
+      DF11_RETURN_IF_ERROR(DecodeLayerUnits(m, l + 1, 1 - buffer, skip_tiled(l + 1)));
     }
     absl::ReaderMutexLock lock(&mu_);
     DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_ready_[buffer]->get()));
@@ -953,29 +989,58 @@ absl::Status CudaBackend::ForwardSteps(
     const int64_t window = c.SlidingWindow(l);
     // LayerTensorNames order: q k v o gate up down, input norm, MLP norm, q/k norms, q k v o
     // gate up down biases, attention-output and MLP-output norms.
-    // The projections: from scratch (or resident BF16) by Linear, or from the tiled matrices,
-    // those that share an input in one launch.
+    // The projections: tiled ones by TiledLinear, those that share an input in one launch; the
+    // others from scratch (or resident BF16) by Linear, adjacent ones as one product in short
+    // passes.
     const CudaPlacedModel::FusedLayer* tiled = fused(l);
     const char* allocation = AddressLocked(m.allocation());
-    auto product = [&](size_t k, void* y) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return ForwardOps::TiledProduct{
-          .w = tiled->projections[k].View(allocation), .bias = w(11 + k), .y = y};
+    struct Output {
+      size_t k;        // LayerTensorNames index
+      void* y;         // its buffer
+      int64_t width;   // its output features
+    };
+    auto project = [&](const uint16_t* in, int64_t in_features, std::span<const Output> outs,
+                       bool adjacent, bool y_fp32) ABSL_SHARED_LOCKS_REQUIRED(mu_) -> absl::Status {
+      auto is_tiled = [&](const Output& o) {
+        return tiled != nullptr && tiled->projections[o.k].has_value();
+      };
+      if (std::all_of(outs.begin(), outs.end(), is_tiled)) {
+        std::vector<ForwardOps::TiledProduct> products;
+        for (const Output& o : outs) {
+          products.push_back({.w = tiled->projections[o.k]->View(allocation),
+                              .bias = w(11 + o.k),
+                              .y = o.y});
+        }
+        return ops.TiledLinear(in, rows, products, y_fp32, stream);
+      }
+      if (outs.size() > 1 && adjacent && rows <= kGroupedMaxRows &&
+          std::none_of(outs.begin(), outs.end(), is_tiled)) {
+        int64_t width = 0;
+        std::vector<ForwardOps::ColumnRange> split;
+        for (const Output& o : outs) {
+          split.push_back({width, o.width, static_cast<uint16_t*>(o.y)});
+          width += o.width;
+        }
+        const size_t k0 = outs.front().k;
+        DF11_RETURN_IF_ERROR(
+            ops.Linear(in, w(k0), w(11 + k0), rows, in_features, width, grouped, false, stream));
+        return ops.SplitColumns(grouped, rows, width, split, stream);
+      }
+      for (const Output& o : outs) {
+        if (is_tiled(o)) {
+          const ForwardOps::TiledProduct one[] = {
+              {.w = tiled->projections[o.k]->View(allocation), .bias = w(11 + o.k), .y = o.y}};
+          DF11_RETURN_IF_ERROR(ops.TiledLinear(in, rows, one, y_fp32, stream));
+        } else {
+          DF11_RETURN_IF_ERROR(ops.Linear(in, w(o.k), w(11 + o.k), rows, in_features, o.width,
+                                          o.y, y_fp32, stream));
+        }
+      }
+      return absl::OkStatus();
     };
     DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(7), rows, H, eps, offset, h, false, stream));
-    if (tiled != nullptr) {
-      const ForwardOps::TiledProduct qkv[] = {product(0, q), product(1, k), product(2, v)};
-      DF11_RETURN_IF_ERROR(ops.TiledLinear(h, rows, qkv, false, stream));
-    } else if (rows <= kGroupedMaxRows && layer.qkv_adjacent) {
-      const int64_t width = nh * d + 2 * nkv * d;
-      DF11_RETURN_IF_ERROR(ops.Linear(h, w(0), w(11), rows, H, width, grouped, false, stream));
-      const ForwardOps::ColumnRange split[] = {
-          {0, nh * d, q}, {nh * d, nkv * d, k}, {nh * d + nkv * d, nkv * d, v}};
-      DF11_RETURN_IF_ERROR(ops.SplitColumns(grouped, rows, width, split, stream));
-    } else {
-      DF11_RETURN_IF_ERROR(ops.Linear(h, w(0), w(11), rows, H, nh * d, q, false, stream));
-      DF11_RETURN_IF_ERROR(ops.Linear(h, w(1), w(12), rows, H, nkv * d, k, false, stream));
-      DF11_RETURN_IF_ERROR(ops.Linear(h, w(2), w(13), rows, H, nkv * d, v, false, stream));
-    }
+    const Output qkv[] = {{0, q, nh * d}, {1, k, nkv * d}, {2, v, nkv * d}};
+    DF11_RETURN_IF_ERROR(project(h, H, qkv, layer.qkv_adjacent, false));
     if (w(9) != nullptr) {
       DF11_RETURN_IF_ERROR(ops.RmsNorm(q, w(9), rows * nh, d, eps, offset, q, stream));
       DF11_RETURN_IF_ERROR(ops.RmsNorm(k, w(10), rows * nkv, d, eps, offset, k, stream));
@@ -992,35 +1057,18 @@ absl::Status CudaBackend::ForwardSteps(
                                .softcap = c.attention_softcap};
     DF11_RETURN_IF_ERROR(ops.Attention(q, rows, shape, kv, attn, stream));
     // The projections back into the residual stream stay fp32 until added.
-    if (tiled != nullptr) {
-      const ForwardOps::TiledProduct o[] = {product(3, tmp)};
-      DF11_RETURN_IF_ERROR(ops.TiledLinear(attn, rows, o, true, stream));
-    } else {
-      DF11_RETURN_IF_ERROR(ops.Linear(attn, w(3), w(14), rows, nh * d, H, tmp, true, stream));
-    }
+    const Output o_proj[] = {{3, tmp, H}};
+    DF11_RETURN_IF_ERROR(project(attn, nh * d, o_proj, false, true));
     if (w(18) != nullptr) {
       DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(tmp, w(18), rows, H, eps, offset, tmp, true, stream));
     }
     DF11_RETURN_IF_ERROR(ops.Add(x, tmp, rows * H, stream));
     DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(8), rows, H, eps, offset, h, false, stream));
-    if (tiled != nullptr) {
-      const ForwardOps::TiledProduct gate_up[] = {product(4, gate), product(5, up)};
-      DF11_RETURN_IF_ERROR(ops.TiledLinear(h, rows, gate_up, false, stream));
-    } else if (rows <= kGroupedMaxRows && layer.gate_up_adjacent) {
-      DF11_RETURN_IF_ERROR(ops.Linear(h, w(4), w(15), rows, H, 2 * I, grouped, false, stream));
-      const ForwardOps::ColumnRange split[] = {{0, I, gate}, {I, I, up}};
-      DF11_RETURN_IF_ERROR(ops.SplitColumns(grouped, rows, 2 * I, split, stream));
-    } else {
-      DF11_RETURN_IF_ERROR(ops.Linear(h, w(4), w(15), rows, H, I, gate, false, stream));
-      DF11_RETURN_IF_ERROR(ops.Linear(h, w(5), w(16), rows, H, I, up, false, stream));
-    }
+    const Output gate_up[] = {{4, gate, I}, {5, up, I}};
+    DF11_RETURN_IF_ERROR(project(h, H, gate_up, layer.gate_up_adjacent, false));
     DF11_RETURN_IF_ERROR(ops.GatedActivation(gate, up, rows * I, c.activation, gate, stream));
-    if (tiled != nullptr) {
-      const ForwardOps::TiledProduct down[] = {product(6, tmp)};
-      DF11_RETURN_IF_ERROR(ops.TiledLinear(gate, rows, down, true, stream));
-    } else {
-      DF11_RETURN_IF_ERROR(ops.Linear(gate, w(6), w(17), rows, I, H, tmp, true, stream));
-    }
+    const Output down[] = {{6, tmp, H}};
+    DF11_RETURN_IF_ERROR(project(gate, I, down, false, true));
     if (w(19) != nullptr) {
       DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(tmp, w(19), rows, H, eps, offset, tmp, true, stream));
     }
@@ -1062,12 +1110,6 @@ absl::Status CudaBackend::ForwardSteps(
     DF11_RETURN_IF_ERROR(device_->CopyAsync(logits.data(), out, S * V * 4, stream));
   }
   DF11_RETURN_IF_ERROR(device_->StreamSynchronize(stream));
-  if (short_pass && m.tiled_units() > 0) {
-    if (absl::Status s = ops.CheckTiled(stream); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("a forward pass of ", m.label(), " on ",
-                                                 device_name_, ": ", s.message()));
-    }
-  }
   return FinishDecodes();
 }
 

@@ -177,7 +177,7 @@ class CudaBackend final : public Backend {
   absl::Status Read(const PlacedModel& model, const DeviceTensor& tensor, std::span<std::byte> out);
 
   // Units of `model` resident as tiled matrices (Options::fused_max_rows), and whether layer
-  // `layer` (-1: the output head) multiplies by them in short passes.
+  // `layer` (-1: the output head) multiplies by any of them in short passes.
   size_t tiled_units(const PlacedModel& model) const;
   bool fused(const PlacedModel& model, int64_t layer) const;
 
@@ -236,9 +236,10 @@ class CudaBackend final : public Backend {
   // into `tiled` (per unit; empty for a unit kept in DF11's layout).
   absl::Status Upload(const Model& host, const GpuModelPlan& plan, ArenaAllocator::Id allocation,
                       const PlaceProgressFn& progress, std::vector<std::vector<TiledTensor>>& tiled);
-  // Whether unit `u` of `host` is to be tiled: every tensor a matrix TiledMatrix supports, and
-  // not the embedding's unit (whose rows are decoded on their own).
-  bool Tileable(const Model& host, const GpuModelPlan& plan, size_t u) const;
+  // Per unit of `host`, whether to tile it: it holds a projection or the output head, every
+  // tensor in it is a matrix TiledMatrix supports, and it is not the embedding's unit (whose rows
+  // are decoded on their own). None when fused_max_rows is 0 or the device has no ForwardOps.
+  std::vector<bool> TiledUnits(const Model& host, const GpuModelPlan& plan) const;
   // Frees a placed model's memory (its destructor).
   void Release(CudaPlacedModel& model);
   // The next decode launch slot; when every slot holds a launch not yet checked, checks them.

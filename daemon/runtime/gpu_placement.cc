@@ -23,7 +23,8 @@ uint64_t Elements(std::span<const int64_t> shape) {
 }
 
 // The units `names` are in, each once, in order of first appearance, laid out one after the other
-// in a scratch buffer (as Model::Layer decodes them on the CPU).
+// in a scratch buffer (as Model::Layer decodes them on the CPU), each from a multiple of 8
+// elements.
 absl::StatusOr<DecodeStep> PlanDecode(const Model& model, std::span<const std::string> names) {
   DecodeStep step;
   for (const std::string& name : names) {
@@ -32,9 +33,10 @@ absl::StatusOr<DecodeStep> PlanDecode(const Model& model, std::span<const std::s
     if (w.unit < 0 || std::find(step.units.begin(), step.units.end(), w.unit) != step.units.end()) {
       continue;
     }
+    // Each unit on 16 bytes: the tiled decoder writes pairs of values, and vectors want it.
     step.units.push_back(w.unit);
-    step.scratch_offsets.push_back(step.scratch_elements);
-    step.scratch_elements += model.units()[w.unit]->unit->num_elements();
+    step.scratch_offsets.push_back((step.scratch_elements + 7) / 8 * 8);
+    step.scratch_elements = step.scratch_offsets.back() + model.units()[w.unit]->unit->num_elements();
   }
   if (step.units.size() > codec::gpu::kMaxUnitsPerLaunch) {
     return absl::InvalidArgumentError(absl::StrCat(

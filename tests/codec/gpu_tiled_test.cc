@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "codec/cuda/devices.h"
@@ -42,10 +43,14 @@ class GpuTiledTest : public ::testing::Test {
   ThreadPool pool_{0};
 };
 
-// A matrix of N(0, 0.02^2) weights, tiled and resident.
+// A matrix of N(0, 0.02^2) weights (or, with `uniform`, of every codable bit pattern: most
+// exponents escaped, segments too long for the kernels' stage), tiled and resident.
 struct Resident {
-  Resident(int64_t r, int64_t c, uint64_t seed, ThreadPool& pool)
-      : rows(r), cols(c), weights(::df11::testing::NormalBf16(seed, 0.02f, r * c)) {
+  Resident(int64_t r, int64_t c, uint64_t seed, ThreadPool& pool, bool uniform = false)
+      : rows(r),
+        cols(c),
+        weights(uniform ? ::df11::testing::UniformCodableBf16(seed, r * c)
+                        : ::df11::testing::NormalBf16(seed, 0.02f, r * c)) {
     host = std::make_unique<TiledMatrix>(TiledMatrix::Build(weights, r, c, &pool).value());
     device = std::make_unique<DeviceTiledMatrix>(DeviceTiledMatrix::Upload(*host).value());
   }
@@ -76,13 +81,17 @@ double Tolerance(int64_t k, double magnitude) {
 }
 
 TEST_F(GpuTiledTest, DecodesSeveralMatricesBitForBitInOneLaunch) {
-  const std::pair<int64_t, int64_t> shapes[] = {{1024, 4096}, {16, 32}, {48, 1056}, {4096, 12288}};
+  // More matrices than one kernel takes (8), the last two with escapes in bulk.
+  const std::tuple<int64_t, int64_t, bool> shapes[] = {
+      {1024, 4096, false}, {16, 32, false},   {48, 1056, false}, {4096, 12288, false},
+      {32, 64, false},     {64, 1024, false}, {16, 4096, false}, {256, 512, false},
+      {128, 2048, true},   {16, 32, true}};
   std::vector<std::unique_ptr<Resident>> matrices;
   std::vector<DeviceBuffer> outs;
   std::vector<TiledDecodeView> views;
   uint64_t seed = TestSeed();
-  for (auto [rows, cols] : shapes) {
-    matrices.push_back(std::make_unique<Resident>(rows, cols, seed++, pool_));
+  for (auto [rows, cols, uniform] : shapes) {
+    matrices.push_back(std::make_unique<Resident>(rows, cols, seed++, pool_, uniform));
     DF11_ASSERT_OK_AND_ASSIGN(DeviceBuffer out, DeviceBuffer::Allocate(2 * rows * cols));
     DF11_ASSERT_OK(out.Fill(0xFF));
     views.push_back({matrices.back()->device->view(), static_cast<uint16_t*>(out.data()),
@@ -181,7 +190,8 @@ TEST_F(GpuTiledTest, ProductsMatchFloat64AndCublas) {
   const Resident qwen_k(1024, 4096, TestSeed(), pool_);
   const Resident down(256, 12288, TestSeed() + 1, pool_);
   const Resident odd(48, 1056, TestSeed() + 2, pool_);
-  for (const Resident* m : {&qwen_k, &down, &odd}) {
+  const Resident escapes(64, 2048, TestSeed() + 3, pool_, /*uniform=*/true);
+  for (const Resident* m : {&qwen_k, &down, &odd, &escapes}) {
     for (int n_cols : {1, 2, 3, 4, 8}) {
       CheckProduct(*m, n_cols, TiledType::kBf16, TiledType::kF32, workspace_.data(),
                    workspace_.size());
@@ -268,6 +278,34 @@ TEST_F(GpuTiledTest, AddsTheBiasInFp32BeforeRoundingOnce) {
                   Tolerance(4096, magnitude) + std::abs(want) * std::ldexp(1.0, -8))
           << "row " << r << " column " << n;
     }
+  }
+}
+
+// Rows [a, b) of a matrix (a fused projection's piece, such as Phi-3's q of qkv_proj), with a
+// bias: the same values as those rows of the whole product, bit for bit.
+TEST_F(GpuTiledTest, RowRangesGiveTheirRowsOfTheWholeProduct) {
+  const Resident m(6144, 4096, TestSeed(), pool_);
+  const std::vector<uint16_t> xb = ::df11::testing::NormalBf16(TestSeed() + 1, 1.0f, 2 * 4096);
+  const std::vector<uint16_t> bias = ::df11::testing::NormalBf16(TestSeed() + 2, 0.5f, 6144);
+  DeviceBuffer dx = Upload(xb), db = Upload(bias);
+  DeviceBuffer whole = DeviceBuffer::Allocate(4 * 2 * 6144).value();
+  DeviceBuffer part = DeviceBuffer::Allocate(4 * 2 * 1024).value();
+  const TiledImage image = m.host->image();
+  const char* base = reinterpret_cast<const char*>(m.device->view().words) - image.words;
+  const TiledGemvView all{image.View(base), dx.data(), whole.data(), 4096, 6144,
+                          static_cast<const uint16_t*>(db.data())};
+  const TiledGemvView piece{image.RowsView(base, 4096, 1024), dx.data(), part.data(), 4096, 1024,
+                            static_cast<const uint16_t*>(db.data()) + 4096};
+  DF11_ASSERT_OK(TiledGemv(std::span(&all, 1), 2, TiledType::kBf16, TiledType::kF32,
+                           workspace_.data(), workspace_.size(), nullptr));
+  DF11_ASSERT_OK(TiledGemv(std::span(&piece, 1), 2, TiledType::kBf16, TiledType::kF32,
+                           workspace_.data(), workspace_.size(), nullptr));
+  DF11_ASSERT_OK(CheckDecoded(workspace_.data(), nullptr));
+  const std::vector<float> a = Download<float>(whole, 2 * 6144), b = Download<float>(part, 2 * 1024);
+  for (int n = 0; n < 2; ++n) {
+    EXPECT_TRUE(std::equal(b.begin() + n * 1024, b.begin() + (n + 1) * 1024,
+                           a.begin() + n * 6144 + 4096))
+        << "column " << n;
   }
 }
 

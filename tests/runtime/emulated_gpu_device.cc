@@ -204,6 +204,13 @@ absl::Status EmulatedGpuDevice::DecodeTiled(std::span<const codec::gpu::TiledDec
     std::lock_guard lock(mu_);
     ++tiled_launches_;
   }
+  for (const codec::gpu::TiledDecodeView& v : views) {
+    // As the kernel's launch: pairs of values are written as 32-bit words.
+    if (reinterpret_cast<uintptr_t>(v.out) % 4 != 0 || v.ld % 2 != 0 || v.ld < v.matrix.cols) {
+      return absl::InvalidArgumentError(
+          "DecodeTiled: the output must be 4-byte aligned with an even ld of at least the columns");
+    }
+  }
   auto* error = static_cast<uint32_t*>(workspace);
   *error = 0;
   for (const codec::gpu::TiledDecodeView& v : views) {
