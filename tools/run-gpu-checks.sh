@@ -18,7 +18,8 @@
 #              and tools/bench_reference_engines.py (transformers, dfloat11)
 #   bench      df11 gpu-bench (both decoders against a device copy); a Qwen3-8B-shaped model made
 #              with df11 synth + compress, then df11 gpu-load-bench on it (load against the
-#              host-to-device copy, per-layer decode, models per budget, DF11 and BF16)
+#              host-to-device copy in DF11's layout and with tiled projections, per-layer decode,
+#              models per budget, DF11 and BF16)
 # Logs and JSON go to $OUT when set (a device tool's output folder), else DIR/results.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -140,10 +141,13 @@ if [[ $only == all || $only == bench ]]; then
   run gpu_bench sh -c "'$bin/df11' gpu-bench --json > '$out/gpu_bench.json'"
   make_8b_model
   run gpu_load_bench sh -c "'$bin/df11' gpu-load-bench '$m-df11' --bf16 '$m' --runs 3 --json \
-    > '$out/gpu_load_bench.json'"
+    --fused-max-rows 0 > '$out/gpu_load_bench.json'"
+  # The same load with the projections re-encoded as tiled matrices (df11d's default).
+  run gpu_load_bench_tiled sh -c "'$bin/df11' gpu-load-bench '$m-df11' --runs 1 --no-density \
+    --json > '$out/gpu_load_bench_tiled.json'"
   # The most models the GPU holds: nearly all of it, a small KV pool.
   run gpu_load_bench_97 sh -c "'$bin/df11' gpu-load-bench '$m-df11' --bf16 '$m' --runs 1 \
-    --budget 97% --kv-cache 1GiB --json > '$out/gpu_load_bench_97.json'"
+    --budget 97% --kv-cache 1GiB --fused-max-rows 0 --json > '$out/gpu_load_bench_97.json'"
 fi
 
 printf '\n%s\n' "${gpu:-GPU unknown}"
@@ -177,17 +181,19 @@ else:
           f" decode tok/s df11 {c['df11']['decode_tokens_per_second']:.1f}")
 PY
 done
-for f in "$out/gpu_load_bench.json" "$out/gpu_load_bench_97.json"; do
+for f in "$out/gpu_load_bench.json" "$out/gpu_load_bench_tiled.json" "$out/gpu_load_bench_97.json"; do
   [[ -s $f ]] || continue
   python3 - "$f" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 m = r["model"]
-print(f"load  {m['file_bytes']/1e9:.2f} GB in {r['load_seconds']:.3f} s = {r['load_gbps']:.1f} GB/s;"
-      f" H2D copy {r['copy_h2d_gbps']:.1f} GB/s; ratio {r['load_vs_copy']:.2f} (target >= 0.80)")
+print(f"load (fused_max_rows {r.get('fused_max_rows', 0)}) {m['file_bytes']/1e9:.2f} GB in"
+      f" {r['load_seconds']:.3f} s = {r['load_gbps']:.1f} GB/s; H2D copy {r['copy_h2d_gbps']:.1f}"
+      f" GB/s; ratio {r['load_vs_copy']:.2f} (target >= 0.80 in DF11's layout)")
 print(f"decode {m['layers']} layers: {r['decode_layers_gbps']:.0f} GB/s of BF16")
-print(f"density in {r['budget_bytes']/2**30:.1f} GiB (KV pool {r['kv_pool_bytes']/2**30:.1f} GiB):"
-      f" {r['density']['models']} DF11 models of {m['resident_bytes']/2**30:.2f} GiB" +
-      (f", {r['density_bf16']['models']} BF16" if 'density_bf16' in r else ""))
+if "density" in r:
+    print(f"density in {r['budget_bytes']/2**30:.1f} GiB (KV pool {r['kv_pool_bytes']/2**30:.1f} GiB):"
+          f" {r['density']['models']} DF11 models of {m['resident_bytes']/2**30:.2f} GiB" +
+          (f", {r['density_bf16']['models']} BF16" if 'density_bf16' in r else ""))
 PY
 done

@@ -31,7 +31,8 @@ namespace {
 constexpr char kHelp[] =
     R"(Usage: df11 gpu-load-bench MODEL_DIR [--bf16 DIR] [--device N] [--budget SIZE]
                            [--kv-cache SIZE] [--runs N] [--staging-buffers N]
-                           [--staging-mib N] [--threads N] [--no-density] [--json]
+                           [--staging-mib N] [--threads N] [--fused-max-rows N]
+                           [--no-density] [--json]
 
 Measures the CUDA backend as df11d runs it, on CUDA device N (default 0):
   copy      host-to-device bandwidth from page-locked memory (1 GiB, median of --runs)
@@ -44,7 +45,9 @@ Measures the CUDA backend as df11d runs it, on CUDA device N (default 0):
   density   copies of MODEL_DIR (and of --bf16 DIR) placed until the budget is full (not with
             --no-density)
 --staging-buffers, --staging-mib and --threads set the placement's staging (default 4 buffers of
-32 MiB, threads for half the CPUs; --threads 0 is that default).
+32 MiB, threads for half the CPUs; --threads 0 is that default). --fused-max-rows is df11d's
+memory.fused_max_rows (default 8: projections are decoded and re-encoded as tiled matrices on
+the host at load; 0 keeps DF11's layout, the fastest load).
 --budget and --kv-cache take what df11d's memory.budget and memory.kv_cache take (default 90%
 and 10%: a share of the device, then of the budget). Exit 1 when the device or a model fails.
 )";
@@ -206,6 +209,7 @@ absl::StatusOr<nlohmann::ordered_json> Run(const std::string& dir, const std::st
   options.kv_pool_bytes = kv_cache.Resolve(options.budget);
   out["budget_bytes"] = options.budget;
   out["kv_pool_bytes"] = options.kv_pool_bytes;
+  out["fused_max_rows"] = options.fused_max_rows;
   out["staging"] = {{"buffers", options.staging_buffers},
                     {"bytes", options.staging_bytes},
                     {"threads", runtime::CudaBackend::StagingThreads(options)}};
@@ -283,7 +287,8 @@ int RunGpuLoadBench(const std::vector<std::string>& argv) {
   constexpr char kName[] = "gpu-load-bench";
   absl::StatusOr<Args> args = Args::Parse(
       argv,
-      {"bf16", "device", "budget", "kv-cache", "runs", "staging-buffers", "staging-mib", "threads"},
+      {"bf16", "device", "budget", "kv-cache", "runs", "staging-buffers", "staging-mib", "threads",
+       "fused-max-rows"},
       {"json", "help", "no-density"});
   if (!args.ok()) return UsageError(kName, std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
@@ -296,12 +301,15 @@ int RunGpuLoadBench(const std::vector<std::string>& argv) {
   absl::StatusOr<int64_t> mib =
       args->GetInt("staging-mib", static_cast<int64_t>(options.staging_bytes >> 20), 1, 1024);
   absl::StatusOr<int64_t> threads = args->GetInt("threads", options.threads, 0, 1024);
-  for (const auto* v : {&device, &runs, &buffers, &mib, &threads}) {
+  absl::StatusOr<int64_t> fused_max_rows =
+      args->GetInt("fused-max-rows", options.fused_max_rows, 0, 8);
+  for (const auto* v : {&device, &runs, &buffers, &mib, &threads, &fused_max_rows}) {
     if (!v->ok()) return UsageError(kName, std::string(v->status().message()));
   }
   options.staging_buffers = static_cast<int>(*buffers);
   options.staging_bytes = static_cast<uint64_t>(*mib) << 20;
   options.threads = static_cast<int>(*threads);
+  options.fused_max_rows = *fused_max_rows;
   // The same spellings as df11d's configuration.
   absl::StatusOr<config::Config> sizes = config::ParseConfig(
       absl::StrCat("memory: {budget: \"", args->Get("budget").value_or("90%"), "\", kv_cache: \"",
