@@ -57,8 +57,8 @@ size_t TiledWorkspaceBytes(size_t n_views);
 // (the caller clears it), so that one check covers several launches. Allocates nothing;
 // thread-safe.
 absl::Status TiledGemv(std::span<const TiledGemvView> views, int n_cols, TiledType x_type,
-                       TiledType y_type, void* workspace, size_t workspace_bytes,
-                       StreamRef stream, int ctas_per_sm = 0, bool keep_error = false);
+                       TiledType y_type, void* workspace, size_t workspace_bytes, StreamRef stream,
+                       int ctas_per_sm = 0, bool keep_error = false);
 
 // Enqueues decoding every view's W into its `out` (4-byte aligned, ld even), as TiledGemv.
 absl::Status DecodeTiled(std::span<const TiledDecodeView> views, void* workspace,

@@ -15,9 +15,9 @@ namespace df11::codec {
 namespace {
 
 using gpu::kTileCols;
-using gpu::kTileRows;
 using gpu::kTiledLanes;
 using gpu::kTiledSlots;
+using gpu::kTileRows;
 using gpu::kTilesPerSegment;
 constexpr int kMaxLength = gpu::kTiledMaxCodeLength;
 // With codes of at most 6 bits, up to 63 exponents and the escape can have codes.
@@ -169,9 +169,8 @@ absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights
         " matrix cannot be tiled (rows must be a positive multiple of 16, columns of 32)"));
   }
   if (weights.size() != uint64_t(rows) * uint64_t(cols)) {
-    return absl::InvalidArgumentError(absl::StrCat("TiledMatrix: ", weights.size(),
-                                                   " weights for a ", rows, " x ", cols,
-                                                   " matrix"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TiledMatrix: ", weights.size(), " weights for a ", rows, " x ", cols, " matrix"));
   }
   TiledMatrix m;
   m.rows_ = rows;
@@ -194,9 +193,8 @@ absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights
   m.codes_.assign(gpu::kTiledCodes, 0);
   for (int s = 0; s <= code.m; ++s) {
     const int shift = kMaxLength - code.lengths[s];
-    const uint16_t entry =
-        static_cast<uint16_t>((s < code.m ? code.exponents[s] : 0) | code.lengths[s] << 8 |
-                              (s == code.m ? 0x1000 : 0));
+    const uint16_t entry = static_cast<uint16_t>((s < code.m ? code.exponents[s] : 0) |
+                                                 code.lengths[s] << 8 | (s == code.m ? 0x1000 : 0));
     for (uint32_t p = code.values[s] << shift; p < (code.values[s] + 1) << shift; ++p) {
       m.codes_[p] = entry;
     }
@@ -357,8 +355,7 @@ bool DecodeTiledView(const gpu::TiledView& v, uint16_t* out, uint64_t ld) {
       // bits counted from its start.
       const uint64_t first_word = v.segment_bits[seg] >> 5;
       const std::vector<uint32_t> stage(
-          v.words + first_word,
-          v.words + (v.segment_bits[seg + 1] >> 5) + gpu::kTiledWordsRoom);
+          v.words + first_word, v.words + (v.segment_bits[seg + 1] >> 5) + gpu::kTiledWordsRoom);
       for (int lane = 0; lane < kTiledLanes; ++lane) {
         bit[lane] -= first_word * 32;
         end[lane] -= first_word * 32;
@@ -369,8 +366,8 @@ bool DecodeTiledView(const gpu::TiledView& v, uint16_t* out, uint64_t ld) {
         bool any_escape = false;
         for (int lane = 0; lane < kTiledLanes; ++lane) {
           uint32_t escapes;
-          used[lane] = DecodePairs(table.data(), ReadWindow(stage.data(), bit[lane]), pairs[lane],
-                                   escapes);
+          used[lane] =
+              DecodePairs(table.data(), ReadWindow(stage.data(), bit[lane]), pairs[lane], escapes);
           any_escape |= escapes != 0;
         }
         for (int lane = 0; lane < kTiledLanes; ++lane) {

@@ -84,9 +84,9 @@ __device__ __forceinline__ uint32_t WarpExclusiveSum(uint32_t v, int lane) {
 // accumulators (or, for a decode, into v.y). A lane whose codes do not end where its stream does
 // clears `ok`; its reads never leave its stream's words.
 template <Work kWork>
-__device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* table,
-                                        uint32_t* stage, uint64_t band, uint32_t s, int lane,
-                                        int n_cols, float (&acc)[4], bool& ok) {
+__device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* table, uint32_t* stage,
+                                        uint64_t band, uint32_t s, int lane, int n_cols,
+                                        float (&acc)[4], bool& ok) {
   const uint32_t tiles_per_band = TilesPerBand(v.m);
   const uint64_t seg = band * SegmentsPerBand(v.m) + s;
   const uint64_t seg_bit = v.m.segment_bits[seg], seg_end = v.m.segment_bits[seg + 1];
@@ -121,8 +121,8 @@ __device__ __forceinline__ void Segment(const LaunchView& v, const uint32_t* tab
   const uint32_t end_bit = static_cast<uint32_t>(end - first_word * 32);
   // Each pair of tiles' sign/mantissa bytes, loaded a pair ahead.
   auto load_bytes = [&](uint32_t t) {
-    return __ldg(reinterpret_cast<const uint4*>(
-        v.m.sign_mantissa + SignMantissaOffset(band, tiles_per_band, t, lane)));
+    return __ldg(reinterpret_cast<const uint4*>(v.m.sign_mantissa +
+                                                SignMantissaOffset(band, tiles_per_band, t, lane)));
   };
   uint4 next_bytes = load_bytes(first_tile);
   for (uint32_t t = first_tile; t < end_tile; t += 2) {
@@ -275,7 +275,8 @@ absl::Status Launch(Work work, std::span<const LaunchView> views, int n_cols, bo
       group.v[i] = views[first + i];
       bands += Bands(group.v[i].m);
     }
-    const dim3 blocks(static_cast<unsigned>(std::min<uint64_t>(bands, uint64_t(sms) * ctas_per_sm)));
+    const dim3 blocks(
+        static_cast<unsigned>(std::min<uint64_t>(bands, uint64_t(sms) * ctas_per_sm)));
     switch (work) {
       case Work::kGemvBf16:
         tiled_kernel<Work::kGemvBf16>
@@ -300,12 +301,12 @@ absl::Status Launch(Work work, std::span<const LaunchView> views, int n_cols, bo
 size_t TiledWorkspaceBytes(size_t n_views) { return kWorkspaceBytes; }
 
 absl::Status TiledGemv(std::span<const TiledGemvView> views, int n_cols, TiledType x_type,
-                       TiledType y_type, void* workspace, size_t workspace_bytes,
-                       StreamRef stream, int ctas_per_sm, bool keep_error) {
+                       TiledType y_type, void* workspace, size_t workspace_bytes, StreamRef stream,
+                       int ctas_per_sm, bool keep_error) {
   const std::string what = "TiledGemv";
   if (n_cols < 1 || n_cols > kMaxColumns) {
-    return absl::InvalidArgumentError(what + ": " + std::to_string(n_cols) +
-                                      " columns; 1 to " + std::to_string(kMaxColumns));
+    return absl::InvalidArgumentError(what + ": " + std::to_string(n_cols) + " columns; 1 to " +
+                                      std::to_string(kMaxColumns));
   }
   const bool x_bf16 = x_type == TiledType::kBf16, y_bf16 = y_type == TiledType::kBf16;
   std::vector<LaunchView> launch;

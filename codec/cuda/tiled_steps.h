@@ -138,8 +138,8 @@ DF11_HOST_DEVICE uint32_t DecodePairs(const uint32_t* table, Window w, uint32_t 
 // followed by the exponent's 8 bits): the pairs' exponents into `pairs` (bits 7..14 and 23..30),
 // and the bits taken.
 template <typename Bit>
-DF11_HOST_DEVICE uint32_t DecodeCodesOneByOne(const uint32_t* table, const uint32_t* words,
-                                              Bit bit, uint32_t (&pairs)[4]) {
+DF11_HOST_DEVICE uint32_t DecodeCodesOneByOne(const uint32_t* table, const uint32_t* words, Bit bit,
+                                              uint32_t (&pairs)[4]) {
   uint32_t used = 0;
   for (int p = 0; p < 4; ++p) {
     uint32_t pair = 0;
@@ -238,11 +238,11 @@ DF11_HOST_DEVICE int AccCol(int lane, int r) { return 2 * (lane & 3) + (r & 1); 
 // One matrix resident in device memory (host memory in the CPU harness), codec::TiledMatrix's
 // arrays. rows and cols are multiples of 16 and 32.
 struct TiledView {
-  const uint32_t* words;          // the lanes' code streams, kTiledWordsRoom words of room after
-  const uint8_t* sign_mantissa;   // kTileBytes per tile, bands in order (SignMantissaOffset)
-  const uint64_t* segment_bits;   // first bit of each segment; n_segments + 1 entries
-  const uint16_t* lane_bits;      // bits of each lane's stream, 32 per segment
-  const uint16_t* codes;          // kTiledCodes entries
+  const uint32_t* words;         // the lanes' code streams, kTiledWordsRoom words of room after
+  const uint8_t* sign_mantissa;  // kTileBytes per tile, bands in order (SignMantissaOffset)
+  const uint64_t* segment_bits;  // first bit of each segment; n_segments + 1 entries
+  const uint16_t* lane_bits;     // bits of each lane's stream, 32 per segment
+  const uint16_t* codes;         // kTiledCodes entries
   uint32_t rows;
   uint32_t cols;
 };

@@ -161,7 +161,8 @@ class CudaPlacedModel final : public PlacedModel {
   }
   // Unit u's tiled tensors; empty when it keeps DF11's layout.
   std::span<const TiledTensor> tiled(size_t u) const {
-    return u < tiled_.size() ? std::span<const TiledTensor>(tiled_[u]) : std::span<const TiledTensor>();
+    return u < tiled_.size() ? std::span<const TiledTensor>(tiled_[u])
+                             : std::span<const TiledTensor>();
   }
   size_t tiled_units() const {
     return std::count_if(tiled_.begin(), tiled_.end(), [](const auto& t) { return !t.empty(); });
@@ -491,7 +492,8 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
       }
     }
   }
-  std::optional<FusedSource> head = FindTiled<FusedSource>(*host, tiled, LmHeadName(host->config()));
+  std::optional<FusedSource> head =
+      FindTiled<FusedSource>(*host, tiled, LmHeadName(host->config()));
   placed->SetTiled(std::move(tiled), std::move(layers), std::move(head));
   return std::unique_ptr<PlacedModel>(std::move(placed));
 }
@@ -632,8 +634,8 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
     const codec::Df11Model::UnitEntry& entry = *units[u];
     std::vector<uint16_t> values(entry.unit->num_elements());
     if (absl::Status s = codec::UnitDecoder(*entry.unit).Decode(values, &copy_pool_); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("DF11 unit ", entry.path, " of ",
-                                                 host.directory(), ": ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("DF11 unit ", entry.path, " of ", host.directory(),
+                                                 ": ", s.message()));
     }
     std::vector<codec::TiledMatrix> matrices;
     uint64_t element = 0, bytes = 0;
@@ -995,9 +997,9 @@ absl::Status CudaBackend::ForwardSteps(
     const CudaPlacedModel::FusedLayer* tiled = fused(l);
     const char* allocation = AddressLocked(m.allocation());
     struct Output {
-      size_t k;        // LayerTensorNames index
-      void* y;         // its buffer
-      int64_t width;   // its output features
+      size_t k;       // LayerTensorNames index
+      void* y;        // its buffer
+      int64_t width;  // its output features
     };
     auto project = [&](const uint16_t* in, int64_t in_features, std::span<const Output> outs,
                        bool adjacent, bool y_fp32) ABSL_SHARED_LOCKS_REQUIRED(mu_) -> absl::Status {
@@ -1007,9 +1009,8 @@ absl::Status CudaBackend::ForwardSteps(
       if (std::all_of(outs.begin(), outs.end(), is_tiled)) {
         std::vector<ForwardOps::TiledProduct> products;
         for (const Output& o : outs) {
-          products.push_back({.w = tiled->projections[o.k]->View(allocation),
-                              .bias = w(11 + o.k),
-                              .y = o.y});
+          products.push_back(
+              {.w = tiled->projections[o.k]->View(allocation), .bias = w(11 + o.k), .y = o.y});
         }
         return ops.TiledLinear(in, rows, products, y_fp32, stream);
       }
@@ -1032,8 +1033,8 @@ absl::Status CudaBackend::ForwardSteps(
               {.w = tiled->projections[o.k]->View(allocation), .bias = w(11 + o.k), .y = o.y}};
           DF11_RETURN_IF_ERROR(ops.TiledLinear(in, rows, one, y_fp32, stream));
         } else {
-          DF11_RETURN_IF_ERROR(ops.Linear(in, w(o.k), w(11 + o.k), rows, in_features, o.width,
-                                          o.y, y_fp32, stream));
+          DF11_RETURN_IF_ERROR(
+              ops.Linear(in, w(o.k), w(11 + o.k), rows, in_features, o.width, o.y, y_fp32, stream));
         }
       }
       return absl::OkStatus();
@@ -1186,9 +1187,9 @@ absl::Status CudaBackend::DecodeStepLocked(const CudaPlacedModel& m, const Decod
     DF11_ASSIGN_OR_RETURN(DecodeSlot * slot, NextSlotLocked());
     absl::ReaderMutexLock lock(&mu_);
     if (step.scratch_elements > scratch_elements_[buffer]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("decoding ", step.scratch_elements, " elements into scratch buffer ", buffer,
-                       ", which holds ", scratch_elements_[buffer]));
+      return absl::InvalidArgumentError(absl::StrCat("decoding ", step.scratch_elements,
+                                                     " elements into scratch buffer ", buffer,
+                                                     ", which holds ", scratch_elements_[buffer]));
     }
     const GpuPlacementLayout& layout = m.plan().layout;
     const char* base = AddressLocked(m.allocation());
@@ -1200,9 +1201,8 @@ absl::Status CudaBackend::DecodeStepLocked(const CudaPlacedModel& m, const Decod
       if (!in_layout(u)) continue;
       uint16_t* unit_out = out + step.scratch_offsets[i];
       if (!tiled) {
-        views_.push_back(
-            layout.unit_images[u].View(base + layout.unit_offsets[u], m.plan().unit_sizes[u],
-                                       unit_out));
+        views_.push_back(layout.unit_images[u].View(base + layout.unit_offsets[u],
+                                                    m.plan().unit_sizes[u], unit_out));
         continue;
       }
       for (const TiledTensor& t : m.tiled(u)) {
@@ -1212,9 +1212,9 @@ absl::Status CudaBackend::DecodeStepLocked(const CudaPlacedModel& m, const Decod
       }
     }
     if (tiled_views_.size() > codec::gpu::kMaxUnitsPerLaunch) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          tiled_views_.size(), " tiled matrices in one decode; at most ",
-          codec::gpu::kMaxUnitsPerLaunch));
+      return absl::InvalidArgumentError(absl::StrCat(tiled_views_.size(),
+                                                     " tiled matrices in one decode; at most ",
+                                                     codec::gpu::kMaxUnitsPerLaunch));
     }
     DF11_RETURN_IF_ERROR(LaunchLocked(*slot, what, buffer, tiled));
   }
@@ -1260,8 +1260,9 @@ absl::Status CudaBackend::DecodeLayerUnits(const CudaPlacedModel& m, int64_t lay
   const DecodeStep& step = m.plan().layers[layer].decode;
   if (step.units.empty()) return absl::OkStatus();
   absl::MutexLock decode_lock(&decode_mu_);
-  return DecodeStepLocked(m, step, buffer, skip_tiled,
-                          DecodeSlot{.model = &m, .what = DecodeSlot::What::kLayer, .layer = layer});
+  return DecodeStepLocked(
+      m, step, buffer, skip_tiled,
+      DecodeSlot{.model = &m, .what = DecodeSlot::What::kLayer, .layer = layer});
 }
 
 absl::Status CudaBackend::DecodeLmHead(const PlacedModel& model) {

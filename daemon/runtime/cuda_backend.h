@@ -37,9 +37,10 @@
 // computes. A pass of at most Options::fused_max_rows tokens decodes no tiled unit: its layers
 // (and the head) multiply by the tiled matrices with ForwardOps::TiledLinear, the products that
 // share an input (q, k, v; gate, up) in one launch. Other short passes (up to 64 tokens) compute
-// those as one cuBLAS product where the weights are adjacent, and split the result. A pass's buffers are one arena allocation (workspace), kept for the next pass and
-// grown when one needs more; another allocation that finds no room takes it back between passes.
-// A device without ForwardOps answers kFailedPrecondition saying so, never a wrong answer.
+// those as one cuBLAS product where the weights are adjacent, and split the result. A pass's
+// buffers are one arena allocation (workspace), kept for the next pass and grown when one needs
+// more; another allocation that finds no room takes it back between passes. A device without
+// ForwardOps answers kFailedPrecondition saying so, never a wrong answer.
 //
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<GpuDevice> device, cuda::OpenDevice(0));
 //   DF11_ASSIGN_OR_RETURN(auto backend, CudaBackend::Create(std::move(device), {.budget = ...}));
@@ -235,7 +236,8 @@ class CudaBackend final : public Backend {
   // decoded on the host, re-encoded and copied as tiled matrices into their place, their images
   // into `tiled` (per unit; empty for a unit kept in DF11's layout).
   absl::Status Upload(const Model& host, const GpuModelPlan& plan, ArenaAllocator::Id allocation,
-                      const PlaceProgressFn& progress, std::vector<std::vector<TiledTensor>>& tiled);
+                      const PlaceProgressFn& progress,
+                      std::vector<std::vector<TiledTensor>>& tiled);
   // Per unit of `host`, whether to tile it: it holds a projection or the output head, every
   // tensor in it is a matrix TiledMatrix supports, and it is not the embedding's unit (whose rows
   // are decoded on their own). None when fused_max_rows is 0 or the device has no ForwardOps.

@@ -200,12 +200,11 @@ absl::Status ReferenceForwardOps::SoftCap(float* x, int64_t n, float cap, Stream
 }
 
 absl::Status ReferenceForwardOps::SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
-                                               std::span<const ColumnRange> pieces,
-                                               Stream stream) {
+                                               std::span<const ColumnRange> pieces, Stream stream) {
   for (const ColumnRange& p : pieces) {
     if (p.first < 0 || p.width < 0 || p.first + p.width > in_width) {
-      return absl::InvalidArgumentError(absl::StrCat("SplitColumns: columns ", p.first, " + ",
-                                                     p.width, " of ", in_width));
+      return absl::InvalidArgumentError(
+          absl::StrCat("SplitColumns: columns ", p.first, " + ", p.width, " of ", in_width));
     }
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(p.out + r * p.width, in + r * in_width + p.first, p.width * sizeof(uint16_t));
@@ -225,7 +224,8 @@ absl::Status ReferenceForwardOps::TiledLinear(const uint16_t* x, int64_t rows,
   for (const TiledProduct& p : products) {
     w.resize(uint64_t{p.w.rows} * p.w.cols);
     if (!codec::DecodeTiledView(p.w, w.data(), p.w.cols)) tiled_error_ = true;
-    DF11_RETURN_IF_ERROR(Linear(x, w.data(), p.bias, rows, p.w.cols, p.w.rows, p.y, y_fp32, stream));
+    DF11_RETURN_IF_ERROR(
+        Linear(x, w.data(), p.bias, rows, p.w.cols, p.w.rows, p.y, y_fp32, stream));
   }
   return absl::OkStatus();
 }

@@ -36,7 +36,8 @@ absl::StatusOr<DecodeStep> PlanDecode(const Model& model, std::span<const std::s
     // Each unit on 16 bytes: the tiled decoder writes pairs of values, and vectors want it.
     step.units.push_back(w.unit);
     step.scratch_offsets.push_back((step.scratch_elements + 7) / 8 * 8);
-    step.scratch_elements = step.scratch_offsets.back() + model.units()[w.unit]->unit->num_elements();
+    step.scratch_elements =
+        step.scratch_offsets.back() + model.units()[w.unit]->unit->num_elements();
   }
   if (step.units.size() > codec::gpu::kMaxUnitsPerLaunch) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -165,8 +166,10 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
     for (size_t k = 0; k < kLayerTensors; ++k) {
       DF11_ASSIGN_OR_RETURN(layer.tensors[k], Source(model, names[k], layer.decode, plain_offsets));
     }
-    layer.qkv_adjacent = Adjacent(layer.tensors, {0, 1, 2}) && BiasesAdjacent(layer.tensors, {11, 12, 13});
-    layer.gate_up_adjacent = Adjacent(layer.tensors, {4, 5}) && BiasesAdjacent(layer.tensors, {15, 16});
+    layer.qkv_adjacent =
+        Adjacent(layer.tensors, {0, 1, 2}) && BiasesAdjacent(layer.tensors, {11, 12, 13});
+    layer.gate_up_adjacent =
+        Adjacent(layer.tensors, {4, 5}) && BiasesAdjacent(layer.tensors, {15, 16});
     need(static_cast<int>(l % 2), layer.decode.scratch_elements);
     plan.layers.push_back(std::move(layer));
   }

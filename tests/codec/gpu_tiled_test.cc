@@ -110,9 +110,9 @@ TEST_F(GpuTiledTest, DecodesSeveralMatricesBitForBitInOneLaunch) {
 // BF16 X, against cuBLAS on the decoded W. Returns Y as fp32.
 std::vector<float> CheckProduct(const Resident& m, int n_cols, TiledType x_type, TiledType y_type,
                                 void* workspace, size_t workspace_bytes) {
-  SCOPED_TRACE(::testing::Message() << m.rows << " x " << m.cols << ", " << n_cols
-                                    << " columns, X " << (x_type == TiledType::kBf16 ? "bf16" : "f32")
-                                    << ", Y " << (y_type == TiledType::kBf16 ? "bf16" : "f32"));
+  SCOPED_TRACE(::testing::Message() << m.rows << " x " << m.cols << ", " << n_cols << " columns, X "
+                                    << (x_type == TiledType::kBf16 ? "bf16" : "f32") << ", Y "
+                                    << (y_type == TiledType::kBf16 ? "bf16" : "f32"));
   const std::vector<uint16_t> xb =
       ::df11::testing::NormalBf16(TestSeed() + 7 * n_cols, 1.0f, n_cols * m.cols);
   std::vector<double> x(xb.size());
@@ -149,11 +149,11 @@ std::vector<float> CheckProduct(const Resident& m, int n_cols, TiledType x_type,
     cublasHandle_t handle;
     EXPECT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
     const float alpha = 1, beta = 0;
-    EXPECT_EQ(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(m.rows), n_cols, int(m.cols),
-                           &alpha, w.data(), CUDA_R_16BF, int(m.cols), dx.data(), CUDA_R_16BF,
-                           int(m.cols), &beta, cy.data(), CUDA_R_32F, int(m.rows),
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(
+        cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(m.rows), n_cols, int(m.cols), &alpha,
+                     w.data(), CUDA_R_16BF, int(m.cols), dx.data(), CUDA_R_16BF, int(m.cols), &beta,
+                     cy.data(), CUDA_R_32F, int(m.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        CUBLAS_STATUS_SUCCESS);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     cublasDestroy(handle);
     cublas_y = Download<float>(cy, n_cols * m.rows);
@@ -213,9 +213,9 @@ TEST_F(GpuTiledTest, ColumnsAreIndependentAndRunsRepeatBitForBit) {
   DeviceBuffer dx = Upload(xb);
   DeviceBuffer dy = DeviceBuffer::Allocate(4 * m.rows).value();
   for (int n = 0; n < 8; ++n) {
-    const TiledGemvView view{m.device->view(),
-                             static_cast<const uint16_t*>(dx.data()) + n * m.cols, dy.data(),
-                             static_cast<uint64_t>(m.cols), static_cast<uint64_t>(m.rows)};
+    const TiledGemvView view{m.device->view(), static_cast<const uint16_t*>(dx.data()) + n * m.cols,
+                             dy.data(), static_cast<uint64_t>(m.cols),
+                             static_cast<uint64_t>(m.rows)};
     DF11_ASSERT_OK(TiledGemv(std::span(&view, 1), 1, TiledType::kBf16, TiledType::kF32,
                              workspace_.data(), workspace_.size(), nullptr));
     const std::vector<float> one = Download<float>(dy, m.rows);
@@ -260,8 +260,8 @@ TEST_F(GpuTiledTest, AddsTheBiasInFp32BeforeRoundingOnce) {
   const std::vector<uint16_t> bias = ::df11::testing::NormalBf16(TestSeed() + 2, 0.5f, 1024);
   DeviceBuffer dx = Upload(xb), db = Upload(bias);
   DeviceBuffer dy = DeviceBuffer::Allocate(2 * n_cols * 1024).value();
-  const TiledGemvView view{m.device->view(), dx.data(), dy.data(), 4096, 1024,
-                           static_cast<const uint16_t*>(db.data())};
+  const TiledGemvView view{
+      m.device->view(), dx.data(), dy.data(), 4096, 1024, static_cast<const uint16_t*>(db.data())};
   DF11_ASSERT_OK(TiledGemv(std::span(&view, 1), n_cols, TiledType::kBf16, TiledType::kBf16,
                            workspace_.data(), workspace_.size(), nullptr));
   DF11_ASSERT_OK(CheckDecoded(workspace_.data(), nullptr));
@@ -292,19 +292,28 @@ TEST_F(GpuTiledTest, RowRangesGiveTheirRowsOfTheWholeProduct) {
   DeviceBuffer part = DeviceBuffer::Allocate(4 * 2 * 1024).value();
   const TiledImage image = m.host->image();
   const char* base = reinterpret_cast<const char*>(m.device->view().words) - image.words;
-  const TiledGemvView all{image.View(base), dx.data(), whole.data(), 4096, 6144,
+  const TiledGemvView all{image.View(base),
+                          dx.data(),
+                          whole.data(),
+                          4096,
+                          6144,
                           static_cast<const uint16_t*>(db.data())};
-  const TiledGemvView piece{image.RowsView(base, 4096, 1024), dx.data(), part.data(), 4096, 1024,
+  const TiledGemvView piece{image.RowsView(base, 4096, 1024),
+                            dx.data(),
+                            part.data(),
+                            4096,
+                            1024,
                             static_cast<const uint16_t*>(db.data()) + 4096};
   DF11_ASSERT_OK(TiledGemv(std::span(&all, 1), 2, TiledType::kBf16, TiledType::kF32,
                            workspace_.data(), workspace_.size(), nullptr));
   DF11_ASSERT_OK(TiledGemv(std::span(&piece, 1), 2, TiledType::kBf16, TiledType::kF32,
                            workspace_.data(), workspace_.size(), nullptr));
   DF11_ASSERT_OK(CheckDecoded(workspace_.data(), nullptr));
-  const std::vector<float> a = Download<float>(whole, 2 * 6144), b = Download<float>(part, 2 * 1024);
+  const std::vector<float> a = Download<float>(whole, 2 * 6144),
+                           b = Download<float>(part, 2 * 1024);
   for (int n = 0; n < 2; ++n) {
-    EXPECT_TRUE(std::equal(b.begin() + n * 1024, b.begin() + (n + 1) * 1024,
-                           a.begin() + n * 6144 + 4096))
+    EXPECT_TRUE(
+        std::equal(b.begin() + n * 1024, b.begin() + (n + 1) * 1024, a.begin() + n * 6144 + 4096))
         << "column " << n;
   }
 }

@@ -106,12 +106,14 @@ Emulated EmulateKernel(const TiledView& v, const uint16_t* lane_bits, const X& x
         bool any_escape = false;
         for (int lane = 0; lane < 32; ++lane) {
           uint32_t escapes;
-          used[lane] = DecodePairs(table.data(), ReadWindow(v.words, bit[lane]), pairs[lane], escapes);
+          used[lane] =
+              DecodePairs(table.data(), ReadWindow(v.words, bit[lane]), pairs[lane], escapes);
           any_escape |= escapes != 0;
         }
         double a[16][16], b[16][8] = {};
         for (int lane = 0; lane < 32; ++lane) {
-          if (any_escape) used[lane] = DecodeCodesOneByOne(table.data(), v.words, bit[lane], pairs[lane]);
+          if (any_escape)
+            used[lane] = DecodeCodesOneByOne(table.data(), v.words, bit[lane], pairs[lane]);
           bit[lane] += used[lane];
           if (bit[lane] > end[lane]) {
             e.ok = false;
@@ -142,7 +144,8 @@ Emulated EmulateKernel(const TiledView& v, const uint16_t* lane_bits, const X& x
           for (int part = 0; part < n_parts; ++part) {
             for (int r = 0; r < 2; ++r) {
               for (int h = 0; h < 2; ++h) {
-                b[2 * q + h + 8 * r][g] += Bf16Value(static_cast<uint16_t>(parts[part][r] >> (16 * h)));
+                b[2 * q + h + 8 * r][g] +=
+                    Bf16Value(static_cast<uint16_t>(parts[part][r] >> (16 * h)));
               }
             }
           }
@@ -273,8 +276,8 @@ TEST(TiledMatrixTest, ImagesAndRowRangesDecodeAsTheMatrix) {
   std::vector<uint16_t> part(32 * ld, 0xFFFF);
   EXPECT_TRUE(DecodeTiledView(image.RowsView(base, 16, 32), part.data(), ld));
   for (int64_t r = 0; r < 32; ++r) {
-    EXPECT_TRUE(std::equal(w.begin() + (16 + r) * cols, w.begin() + (17 + r) * cols,
-                           part.begin() + r * ld))
+    EXPECT_TRUE(
+        std::equal(w.begin() + (16 + r) * cols, w.begin() + (17 + r) * cols, part.begin() + r * ld))
         << "row " << 16 + r;
   }
 }

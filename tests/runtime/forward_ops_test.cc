@@ -305,9 +305,8 @@ TEST_F(CudaForwardOpsTest, SplitColumnsAndTiledLinearMatchTheReference) {
       matrices[i].CopyImage(bytes.data());
       const char* device_image = reinterpret_cast<const char*>(Upload(bytes));
       const uint64_t n = rows * image.rows * (y_fp32 ? 4 : 2);
-      host_products.push_back({.w = image.View(bytes.data()),
-                               .bias = i == 0 ? bias.data() : nullptr,
-                               .y = nullptr});
+      host_products.push_back(
+          {.w = image.View(bytes.data()), .bias = i == 0 ? bias.data() : nullptr, .y = nullptr});
       products.push_back({.w = image.View(device_image),
                           .bias = i == 0 ? Upload(bias) : nullptr,
                           .y = Upload(std::vector<char>(n))});

@@ -113,11 +113,11 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
 }  // namespace
 
 int RunEngineBench(const std::vector<std::string>& argv) {
-  absl::StatusOr<Args> args = Args::Parse(argv,
-                                          {"df11", "bf16", "prompt-tokens", "tokens", "runs",
-                                           "threads", "device", "batch", "budget", "kv-cache",
-                                           "fused-max-rows"},
-                                          {"json", "help"});
+  absl::StatusOr<Args> args =
+      Args::Parse(argv,
+                  {"df11", "bf16", "prompt-tokens", "tokens", "runs", "threads", "device", "batch",
+                   "budget", "kv-cache", "fused-max-rows"},
+                  {"json", "help"});
   if (!args.ok()) return UsageError("engine-bench", std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (!args->positional().empty()) return UsageError("engine-bench", "unexpected argument");

@@ -54,11 +54,11 @@ struct Shape {
   const char* name;
   int64_t rows, cols;
 };
-constexpr Shape kShapes[] = {{"q", 4096, 4096},        {"k", 1024, 4096},
-                             {"v", 1024, 4096},        {"o", 4096, 4096},
-                             {"gate", 12288, 4096},    {"up", 12288, 4096},
-                             {"down", 4096, 12288},    {"lm_head", 151936, 4096},
-                             {"qkv", 6144, 4096},      {"gate_up", 24576, 4096}};
+constexpr Shape kShapes[] = {{"q", 4096, 4096},     {"k", 1024, 4096},
+                             {"v", 1024, 4096},     {"o", 4096, 4096},
+                             {"gate", 12288, 4096}, {"up", 12288, 4096},
+                             {"down", 4096, 12288}, {"lm_head", 151936, 4096},
+                             {"qkv", 6144, 4096},   {"gate_up", 24576, 4096}};
 constexpr const char* kSeparate[] = {"q", "k", "v", "o", "gate", "up", "down"};
 constexpr const char* kShared[] = {"qkv", "o", "gate_up", "down"};
 
@@ -120,8 +120,8 @@ absl::StatusOr<ShapeResult> BenchShape(const Shape& shape, const std::vector<int
   r.shape = shape;
   const uint64_t n = uint64_t(shape.rows) * uint64_t(shape.cols);
   const std::vector<uint16_t> weights = NormalBf16(shape.rows * 31 + shape.cols, 0.02f, n);
-  DF11_ASSIGN_OR_RETURN(TiledMatrix tiled, TiledMatrix::Build(weights, shape.rows, shape.cols,
-                                                              &pool));
+  DF11_ASSIGN_OR_RETURN(TiledMatrix tiled,
+                        TiledMatrix::Build(weights, shape.rows, shape.cols, &pool));
   r.tiled_bytes = tiled.stored_bytes();
   r.bits_per_weight = tiled.bits_per_weight();
   r.copies = static_cast<int>(std::max<uint64_t>(1, (2 * l2_bytes) / r.tiled_bytes + 1));
@@ -150,8 +150,8 @@ absl::StatusOr<ShapeResult> BenchShape(const Shape& shape, const std::vector<int
     const float alpha = 1, beta = 0;
     auto gemm = [&](const void* w, void* out) {
       return Check(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(shape.rows), cols,
-                                int(shape.cols), &alpha, w, CUDA_R_16BF, int(shape.cols),
-                                x.data(), CUDA_R_16BF, int(shape.cols), &beta, out, CUDA_R_32F,
+                                int(shape.cols), &alpha, w, CUDA_R_16BF, int(shape.cols), x.data(),
+                                CUDA_R_16BF, int(shape.cols), &beta, out, CUDA_R_32F,
                                 int(shape.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmEx");
     };
@@ -203,9 +203,9 @@ absl::StatusOr<double> CopyBytesPerSecond(int runs) {
   DF11_ASSIGN_OR_RETURN(codec::gpu::DeviceBuffer a, codec::gpu::DeviceBuffer::Allocate(bytes));
   DF11_ASSIGN_OR_RETURN(codec::gpu::DeviceBuffer b, codec::gpu::DeviceBuffer::Allocate(bytes));
   DF11_ASSIGN_OR_RETURN(double us, MedianUs(runs, 2, [&](int) {
-                          return Check(cudaMemcpyAsync(b.data(), a.data(), bytes,
-                                                       cudaMemcpyDeviceToDevice),
-                                       "cudaMemcpyAsync");
+                          return Check(
+                              cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice),
+                              "cudaMemcpyAsync");
                         }));
   return 2.0 * bytes / (us * 1e-6);
 }
@@ -255,8 +255,8 @@ int RunGemvBench(const std::vector<std::string>& argv) {
     }
     results.push_back(std::move(*r));
   }
-  absl::StatusOr<double> copy = status.ok() ? CopyBytesPerSecond(static_cast<int>(*runs))
-                                            : absl::StatusOr<double>(status);
+  absl::StatusOr<double> copy =
+      status.ok() ? CopyBytesPerSecond(static_cast<int>(*runs)) : absl::StatusOr<double>(status);
   cublasDestroy(cublas);
   if (!copy.ok()) return Fail("gemv-bench", copy.status());
 
@@ -278,23 +278,20 @@ int RunGemvBench(const std::vector<std::string>& argv) {
   j["copy_traffic_bytes_per_s"] = *copy;
   for (const ShapeResult& r : results) {
     const double weights = double(r.shape.rows) * r.shape.cols;
-    nlohmann::ordered_json s{{"shape", r.shape.name},
-                             {"rows", r.shape.rows},
-                             {"cols", r.shape.cols},
-                             {"copies", r.copies},
-                             {"tiled_bytes", r.tiled_bytes},
-                             {"bits_per_weight", r.bits_per_weight}};
+    nlohmann::ordered_json s{
+        {"shape", r.shape.name},        {"rows", r.shape.rows},
+        {"cols", r.shape.cols},         {"copies", r.copies},
+        {"tiled_bytes", r.tiled_bytes}, {"bits_per_weight", r.bits_per_weight}};
     for (const Timing& t : r.timings) {
-      s["columns"].push_back(
-          {{"columns", t.columns},
-           {"cublas_us", t.cublas_us},
-           {"fused_us", t.fused_us},
-           {"decode_cublas_us", t.decode_cublas_us},
-           {"fused_vs_cublas", t.cublas_us / t.fused_us},
-           {"cublas_bytes_per_s", 2 * weights / (t.cublas_us * 1e-6)},
-           {"fused_bytes_per_s", r.tiled_bytes / (t.fused_us * 1e-6)},
-           {"fused_bf16_bytes_per_s", 2 * weights / (t.fused_us * 1e-6)},
-           {"max_difference", t.max_difference}});
+      s["columns"].push_back({{"columns", t.columns},
+                              {"cublas_us", t.cublas_us},
+                              {"fused_us", t.fused_us},
+                              {"decode_cublas_us", t.decode_cublas_us},
+                              {"fused_vs_cublas", t.cublas_us / t.fused_us},
+                              {"cublas_bytes_per_s", 2 * weights / (t.cublas_us * 1e-6)},
+                              {"fused_bytes_per_s", r.tiled_bytes / (t.fused_us * 1e-6)},
+                              {"fused_bf16_bytes_per_s", 2 * weights / (t.fused_us * 1e-6)},
+                              {"max_difference", t.max_difference}});
     }
     j["shapes"].push_back(s);
   }

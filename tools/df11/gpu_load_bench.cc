@@ -285,11 +285,11 @@ absl::StatusOr<nlohmann::ordered_json> Run(const std::string& dir, const std::st
 
 int RunGpuLoadBench(const std::vector<std::string>& argv) {
   constexpr char kName[] = "gpu-load-bench";
-  absl::StatusOr<Args> args = Args::Parse(
-      argv,
-      {"bf16", "device", "budget", "kv-cache", "runs", "staging-buffers", "staging-mib", "threads",
-       "fused-max-rows"},
-      {"json", "help", "no-density"});
+  absl::StatusOr<Args> args =
+      Args::Parse(argv,
+                  {"bf16", "device", "budget", "kv-cache", "runs", "staging-buffers", "staging-mib",
+                   "threads", "fused-max-rows"},
+                  {"json", "help", "no-density"});
   if (!args.ok()) return UsageError(kName, std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
   if (args->positional().size() != 1) return UsageError(kName, "expected MODEL_DIR");

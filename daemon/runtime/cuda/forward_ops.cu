@@ -1,8 +1,6 @@
 // ForwardOps on a CUDA device: matrix products by cuBLAS (BF16 inputs, fp32 accumulation), the
 // other operations by the kernels below, each the reference's arithmetic (forward_reference.cc)
 // with fp32 sums reduced in a different order.
-#include "daemon/runtime/cuda/forward_ops.h"
-
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -13,6 +11,7 @@
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
 #include "codec/gpu_tiled.h"
+#include "daemon/runtime/cuda/forward_ops.h"
 
 namespace df11::runtime::cuda {
 namespace {
@@ -243,8 +242,8 @@ class CudaForwardOps final : public ForwardOps {
                             std::span<const ColumnRange> pieces, Stream stream) override {
     for (const ColumnRange& p : pieces) {
       if (p.first < 0 || p.width < 0 || p.first + p.width > in_width) {
-        return absl::InvalidArgumentError(absl::StrCat("SplitColumns: columns ", p.first, " + ",
-                                                       p.width, " of ", in_width));
+        return absl::InvalidArgumentError(
+            absl::StrCat("SplitColumns: columns ", p.first, " + ", p.width, " of ", in_width));
       }
       if (rows * p.width == 0) continue;
       SplitColumnsKernel<<<Blocks(rows * p.width), kThreads, 0, AsCuda(stream)>>>(
@@ -257,17 +256,18 @@ class CudaForwardOps final : public ForwardOps {
   absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
                            bool y_fp32, Stream stream) override {
     if (rows == 0 || products.empty()) return absl::OkStatus();
-    if (tiled_workspace_ == nullptr) return absl::FailedPreconditionError("TiledLinear: no workspace");
+    if (tiled_workspace_ == nullptr)
+      return absl::FailedPreconditionError("TiledLinear: no workspace");
     std::vector<codec::gpu::TiledGemvView> views;
     for (const TiledProduct& p : products) {
-      views.push_back({.matrix = p.w, .x = x, .y = p.y, .ldx = p.w.cols, .ldy = p.w.rows,
-                       .bias = p.bias});
+      views.push_back(
+          {.matrix = p.w, .x = x, .y = p.y, .ldx = p.w.cols, .ldy = p.w.rows, .bias = p.bias});
     }
-    return codec::gpu::TiledGemv(views, static_cast<int>(rows), codec::gpu::TiledType::kBf16,
-                                 y_fp32 ? codec::gpu::TiledType::kF32
-                                        : codec::gpu::TiledType::kBf16,
-                                 tiled_workspace_, kTiledWorkspace, stream, 0,
-                                 /*keep_error=*/true);
+    return codec::gpu::TiledGemv(
+        views, static_cast<int>(rows), codec::gpu::TiledType::kBf16,
+        y_fp32 ? codec::gpu::TiledType::kF32 : codec::gpu::TiledType::kBf16, tiled_workspace_,
+        kTiledWorkspace, stream, 0,
+        /*keep_error=*/true);
   }
 
   absl::Status CheckTiled(Stream stream) override {
