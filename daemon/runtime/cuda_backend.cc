@@ -633,7 +633,7 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
   auto upload_tiled = [&](size_t u) -> absl::StatusOr<bool> {
     const codec::Df11Model::UnitEntry& entry = *units[u];
     std::vector<uint16_t> values(entry.unit->num_elements());
-    if (absl::Status s = codec::UnitDecoder(*entry.unit).Decode(values, &copy_pool_); !s.ok()) {
+    if (absl::Status s = codec::UnitDecoder(*entry.unit).Decode(values, &tile_pool_); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("DF11 unit ", entry.path, " of ", host.directory(),
                                                  ": ", s.message()));
     }
@@ -643,7 +643,7 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
       const uint64_t n = uint64_t(shape[0]) * uint64_t(shape[1]);
       DF11_ASSIGN_OR_RETURN(codec::TiledMatrix m,
                             codec::TiledMatrix::Build(std::span(values).subspan(element, n),
-                                                      shape[0], shape[1], &copy_pool_));
+                                                      shape[0], shape[1], &tile_pool_));
       bytes += m.image().bytes;
       element += n;
       matrices.push_back(std::move(m));

@@ -291,6 +291,9 @@ class CudaBackend final : public Backend {
   std::vector<void*> staging_;
   std::vector<std::unique_ptr<Event>> staging_done_;
   codec::ThreadPool copy_pool_;  // fills staging buffers
+  // Decodes and re-encodes the units tiled at load: compute-bound, so every CPU (the staging's
+  // half is for memory bandwidth).
+  codec::ThreadPool tile_pool_{0};
 
   // The forward pass (one step at a time), on its own stream.
   absl::Mutex forward_mu_ ABSL_ACQUIRED_BEFORE(decode_mu_, mu_);
