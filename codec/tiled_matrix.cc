@@ -7,7 +7,6 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "codec/base/status_macros.h"
 #include "codec/exponent_code.h"
 #include "codec/format.h"
 
@@ -49,7 +48,7 @@ struct SegmentPlace {
   uint32_t first_tile, end_tile;
 };
 SegmentPlace PlaceOf(uint64_t s, uint32_t tiles_per_band) {
-  const uint32_t per_band = (tiles_per_band + kTilesPerSegment - 1) / kTilesPerSegment;
+  const uint32_t per_band = gpu::SegmentsPerBand(tiles_per_band);
   const uint32_t k = static_cast<uint32_t>(s % per_band);
   return {s / per_band, k * kTilesPerSegment,
           std::min<uint32_t>(tiles_per_band, (k + 1) * kTilesPerSegment)};
@@ -177,8 +176,7 @@ absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights
   m.cols_ = cols;
   const uint32_t tiles_per_band = static_cast<uint32_t>(cols / kTileCols);
   const uint64_t bands = uint64_t(rows) / kTileRows;
-  const uint64_t per_band = (tiles_per_band + kTilesPerSegment - 1) / kTilesPerSegment;
-  const uint64_t n_segments = bands * per_band;
+  const uint64_t n_segments = bands * gpu::SegmentsPerBand(tiles_per_band);
   std::mutex mu;
 
   // The code, from the exponents' histogram.
@@ -231,14 +229,6 @@ absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights
     }
   });
   return m;
-}
-
-absl::StatusOr<TiledMatrix> TiledMatrix::FromUnit(const UnitDecoder& decoder, size_t first,
-                                                  int64_t rows, int64_t cols, ThreadPool* pool) {
-  if (!Supports(rows, cols)) return Build({}, rows, cols, pool);  // its error
-  std::vector<uint16_t> weights(uint64_t(rows) * uint64_t(cols));
-  DF11_RETURN_IF_ERROR(decoder.DecodeElements(first, weights));
-  return Build(weights, rows, cols, pool);
 }
 
 absl::Status TiledMatrix::Decode(std::span<uint16_t> out) const {
@@ -317,7 +307,7 @@ gpu::TiledView TiledImage::View(const char* base) const { return RowsView(base, 
 gpu::TiledView TiledImage::RowsView(const char* base, uint32_t first_row, uint32_t n_rows) const {
   const uint64_t band = first_row / kTileRows;
   const uint32_t tiles_per_band = cols / kTileCols;
-  const uint64_t per_band = (tiles_per_band + kTilesPerSegment - 1) / kTilesPerSegment;
+  const uint64_t per_band = gpu::SegmentsPerBand(tiles_per_band);
   return {.words = reinterpret_cast<const uint32_t*>(base + words),
           .sign_mantissa = reinterpret_cast<const uint8_t*>(base + sign_mantissa) +
                            band * tiles_per_band * gpu::kTileBytes,

@@ -26,7 +26,6 @@
 
 #include "absl/status/statusor.h"
 #include "codec/cuda/tiled_steps.h"
-#include "codec/decoder.h"
 #include "codec/thread_pool.h"
 
 namespace df11::codec {
@@ -58,10 +57,6 @@ class TiledMatrix {
   // for a shape Supports() refuses or a size that does not match.
   static absl::StatusOr<TiledMatrix> Build(std::span<const uint16_t> weights, int64_t rows,
                                            int64_t cols, ThreadPool* pool);
-  // From elements [first, first + rows * cols) of a DF11 unit, decoded on `pool`; the DF11
-  // decoder's kDataLoss for a corrupt unit, kInvalidArgument as Build and for a range outside it.
-  static absl::StatusOr<TiledMatrix> FromUnit(const UnitDecoder& decoder, size_t first,
-                                              int64_t rows, int64_t cols, ThreadPool* pool);
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
 #include "codec/cuda/launch_items.cuh"
@@ -309,7 +310,7 @@ absl::Status TiledGemv(std::span<const TiledGemvView> views, int n_cols, TiledTy
                                       std::to_string(kMaxColumns));
   }
   const bool x_bf16 = x_type == TiledType::kBf16, y_bf16 = y_type == TiledType::kBf16;
-  std::vector<LaunchView> launch;
+  absl::InlinedVector<LaunchView, kViewsPerLaunch> launch;
   launch.reserve(views.size());
   for (const TiledGemvView& v : views) {
     if (!Aligned(v.x, x_bf16 ? 4 : 8) || v.ldx % 2 != 0 || !Aligned(v.y, y_bf16 ? 2 : 4) ||
@@ -328,7 +329,7 @@ absl::Status TiledGemv(std::span<const TiledGemvView> views, int n_cols, TiledTy
 absl::Status DecodeTiled(std::span<const TiledDecodeView> views, void* workspace,
                          size_t workspace_bytes, StreamRef stream, int ctas_per_sm) {
   const std::string what = "DecodeTiled";
-  std::vector<LaunchView> launch;
+  absl::InlinedVector<LaunchView, kViewsPerLaunch> launch;
   launch.reserve(views.size());
   for (const TiledDecodeView& v : views) {
     if (!Aligned(v.out, 4) || v.ld % 2 != 0 || v.ld < v.matrix.cols) {

@@ -256,8 +256,11 @@ struct TiledDecodeView {
 };
 
 DF11_HOST_DEVICE uint32_t TilesPerBand(const TiledView& v) { return v.cols / kTileCols; }
+DF11_HOST_DEVICE uint32_t SegmentsPerBand(uint32_t tiles_per_band) {
+  return (tiles_per_band + kTilesPerSegment - 1) / kTilesPerSegment;
+}
 DF11_HOST_DEVICE uint32_t SegmentsPerBand(const TiledView& v) {
-  return (TilesPerBand(v) + kTilesPerSegment - 1) / kTilesPerSegment;
+  return SegmentsPerBand(TilesPerBand(v));
 }
 DF11_HOST_DEVICE uint32_t Bands(const TiledView& v) { return v.rows / kTileRows; }
 

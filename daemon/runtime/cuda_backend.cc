@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "codec/base/check.h"
 #include "codec/base/status_macros.h"
@@ -1007,7 +1008,7 @@ absl::Status CudaBackend::ForwardSteps(
         return tiled != nullptr && tiled->projections[o.k].has_value();
       };
       if (std::all_of(outs.begin(), outs.end(), is_tiled)) {
-        std::vector<ForwardOps::TiledProduct> products;
+        absl::InlinedVector<ForwardOps::TiledProduct, 3> products;
         for (const Output& o : outs) {
           products.push_back(
               {.w = tiled->projections[o.k]->View(allocation), .bias = w(11 + o.k), .y = o.y});
@@ -1017,7 +1018,7 @@ absl::Status CudaBackend::ForwardSteps(
       if (outs.size() > 1 && adjacent && rows <= kGroupedMaxRows &&
           std::none_of(outs.begin(), outs.end(), is_tiled)) {
         int64_t width = 0;
-        std::vector<ForwardOps::ColumnRange> split;
+        absl::InlinedVector<ForwardOps::ColumnRange, 3> split;
         for (const Output& o : outs) {
           split.push_back({width, o.width, static_cast<uint16_t*>(o.y)});
           width += o.width;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "codec/decoder.h"
 #include "codec/encoder.h"
 #include "codec/format.h"
 #include "codec/unit.h"
@@ -249,7 +250,9 @@ TEST(TiledMatrixTest, StoresLlmWeightsInFewerBitsThanDf11) {
                            (t.encoded_exponent.size() + t.gaps.size() + t.output_positions.size() +
                             t.luts.size() + t.sign_mantissa.size()) /
                            (rows * cols);
-  auto m = TiledMatrix::FromUnit(UnitDecoder(*unit), 0, rows, cols, nullptr);
+  std::vector<uint16_t> decoded(w.size());
+  ASSERT_THAT(UnitDecoder(*unit).Decode(decoded, nullptr), IsOk());
+  auto m = TiledMatrix::Build(decoded, rows, cols, nullptr);
   ASSERT_THAT(m.status(), IsOk());
   EXPECT_LT(m->bits_per_weight(), df11_bits);
   std::vector<uint16_t> out(w.size());

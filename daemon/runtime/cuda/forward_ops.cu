@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
@@ -258,7 +259,8 @@ class CudaForwardOps final : public ForwardOps {
     if (rows == 0 || products.empty()) return absl::OkStatus();
     if (tiled_workspace_ == nullptr)
       return absl::FailedPreconditionError("TiledLinear: no workspace");
-    std::vector<codec::gpu::TiledGemvView> views;
+    // The backend passes at most 3 products (q, k, v): no allocation per call.
+    absl::InlinedVector<codec::gpu::TiledGemvView, 3> views;
     for (const TiledProduct& p : products) {
       views.push_back(
           {.matrix = p.w, .x = x, .y = p.y, .ldx = p.w.cols, .ldy = p.w.rows, .bias = p.bias});
