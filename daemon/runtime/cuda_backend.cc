@@ -461,6 +461,8 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
   std::unique_ptr<CudaPlacedModel> placed;
   ArenaAllocator::Id allocation = 0;
   {
+    // No pass is in flight while scratch moves: a pass derives scratch addresses layer by layer.
+    absl::MutexLock forward_lock(&forward_mu_);
     absl::MutexLock lock(&mu_);
     DF11_ASSIGN_OR_RETURN(
         allocation, AllocateLocked(plan.layout.bytes(), absl::StrCat("model ", host->directory())));
@@ -709,6 +711,8 @@ absl::Status CudaBackend::Upload(const Model& host, const GpuModelPlan& plan,
 }
 
 void CudaBackend::Release(CudaPlacedModel& model) {
+  // As in Place: scratch shrinks only between passes.
+  absl::MutexLock forward_lock(&forward_mu_);
   absl::MutexLock decode_lock(&decode_mu_);
   absl::MutexLock lock(&mu_);
   // A decode of this model may still be running.

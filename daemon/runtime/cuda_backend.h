@@ -243,7 +243,7 @@ class CudaBackend final : public Backend {
   // are decoded on their own). None when fused_max_rows is 0 or the device has no ForwardOps.
   std::vector<bool> TiledUnits(const Model& host, const GpuModelPlan& plan) const;
   // Frees a placed model's memory (its destructor).
-  void Release(CudaPlacedModel& model);
+  void Release(CudaPlacedModel& model) ABSL_LOCKS_EXCLUDED(forward_mu_, decode_mu_, mu_);
   // The next decode launch slot; when every slot holds a launch not yet checked, checks them.
   absl::StatusOr<DecodeSlot*> NextSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(decode_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);

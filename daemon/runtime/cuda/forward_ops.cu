@@ -1,12 +1,15 @@
 // ForwardOps on a CUDA device: matrix products by cuBLAS (BF16 inputs, fp32 accumulation), the
 // other operations by the kernels below, each the reference's arithmetic (forward_reference.cc)
 // with fp32 sums reduced in a different order.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
@@ -43,7 +46,8 @@ absl::Status Cublas(cublasStatus_t s, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": ", cublasGetStatusString(s)));
 }
 
-// Fills y[rows][out] with the bias row, so that the product adds onto it (beta 1).
+// Fills y[rows][out] with the bias row, so that the product adds onto it (beta 1): for fp32
+// outputs only, since with a BF16 output cuBLAS rounds the product to BF16 before adding it.
 template <typename Out>
 __global__ void BroadcastBias(const uint16_t* bias, int64_t rows, int64_t out, Out* y) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -222,8 +226,12 @@ constexpr uint64_t kTiledWorkspace = 8 << 10;
 
 class CudaForwardOps final : public ForwardOps {
  public:
-  explicit CudaForwardOps(cublasHandle_t handle) : handle_(handle) {}
-  ~CudaForwardOps() override { cublasDestroy(handle_); }
+  CudaForwardOps(cublasHandle_t handle, cublasLtHandle_t lt) : handle_(handle), lt_(lt) {}
+  ~CudaForwardOps() override {
+    for (auto& [shape, plan] : bias_plans_) plan.Destroy();
+    cublasLtDestroy(lt_);
+    cublasDestroy(handle_);
+  }
 
   // The first kTiledWorkspace bytes serve TiledLinear's launches (its error flag and views);
   // cuBLAS has the rest.
@@ -233,9 +241,12 @@ class CudaForwardOps final : public ForwardOps {
           absl::StrCat("a workspace of ", bytes, " bytes; at least ", 2 * kTiledWorkspace));
     }
     tiled_workspace_ = device;
+    cublas_workspace_ = static_cast<char*>(device) + kTiledWorkspace;
+    cublas_workspace_bytes_ = bytes - kTiledWorkspace;
+    // The backend's streams do not wait for the legacy stream: finish the clear here.
     DF11_CUDA_RETURN_IF_ERROR(cudaMemset(device, 0, kTiledWorkspace));
-    return Cublas(cublasSetWorkspace(handle_, static_cast<char*>(device) + kTiledWorkspace,
-                                     bytes - kTiledWorkspace),
+    DF11_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    return Cublas(cublasSetWorkspace(handle_, cublas_workspace_, cublas_workspace_bytes_),
                   "cublasSetWorkspace");
   }
 
@@ -285,18 +296,14 @@ class CudaForwardOps final : public ForwardOps {
   absl::Status Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t rows,
                       int64_t in, int64_t out, void* y, bool y_fp32, Stream stream) override {
     if (rows == 0) return absl::OkStatus();
+    if (bias != nullptr && !y_fp32) return BiasLinear(x, w, bias, rows, in, out, y, stream);
     const float alpha = 1.0f, beta = bias != nullptr ? 1.0f : 0.0f;
     if (bias != nullptr) {
-      if (y_fp32) {
-        BroadcastBias<<<Blocks(rows * out), kThreads, 0, AsCuda(stream)>>>(
-            bias, rows, out, static_cast<float*>(y));
-      } else {
-        BroadcastBias<<<Blocks(rows * out), kThreads, 0, AsCuda(stream)>>>(
-            bias, rows, out, static_cast<uint16_t*>(y));
-      }
+      BroadcastBias<<<Blocks(rows * out), kThreads, 0, AsCuda(stream)>>>(bias, rows, out,
+                                                                          static_cast<float*>(y));
       DF11_RETURN_IF_ERROR(Launched("bias"));
     }
-    DF11_RETURN_IF_ERROR(Cublas(cublasSetStream(handle_, AsCuda(stream)), "cublasSetStream"));
+    DF11_RETURN_IF_ERROR(UseStream(AsCuda(stream)));
     // Column-major: y^T [out x rows] = W [out x in] · x^T [in x rows]; W row-major is W^T
     // column-major, hence OP_T.
     return Cublas(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
@@ -385,8 +392,103 @@ class CudaForwardOps final : public ForwardOps {
   }
 
  private:
+  // A cuBLASLt product with its bias added in the epilogue, in fp32 before the one rounding to
+  // BF16 (what the reference and PyTorch's linear give), per shape: descriptors and algorithm.
+  struct BiasPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo = {};
+    void Destroy() {
+      if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+      if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+      if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+      if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    }
+  };
+
+  absl::StatusOr<BiasPlan*> BiasPlanFor(int64_t rows, int64_t in, int64_t out) {
+    const auto key = std::make_tuple(rows, in, out);
+    if (auto it = bias_plans_.find(key); it != bias_plans_.end()) return &it->second;
+    BiasPlan plan;
+    absl::Status s = [&]() -> absl::Status {
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLt"));
+      const cublasOperation_t transpose = CUBLAS_OP_T;
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      DF11_RETURN_IF_ERROR(Cublas(
+          cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                         sizeof(transpose)),
+          "cublasLt TRANSA"));
+      DF11_RETURN_IF_ERROR(Cublas(
+          cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                         sizeof(epilogue)),
+          "cublasLt EPILOGUE"));
+      // Column-major, as Linear: W^T is [in x out], x^T [in x rows], y^T [out x rows].
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, in, out, in), "cublasLt A"));
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, in, rows, in), "cublasLt B"));
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatrixLayoutCreate(&plan.d, CUDA_R_16BF, out, rows, out), "cublasLt D"));
+      cublasLtMatmulPreference_t preference = nullptr;
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLt preference"));
+      const size_t workspace = cublas_workspace_bytes_;
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace, sizeof(workspace));
+      cublasLtMatmulHeuristicResult_t result = {};
+      int found = 0;
+      const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
+          lt_, plan.op, plan.a, plan.b, plan.d, plan.d, preference, 1, &result, &found);
+      cublasLtMatmulPreferenceDestroy(preference);
+      DF11_RETURN_IF_ERROR(Cublas(h, "cublasLtMatmulAlgoGetHeuristic"));
+      if (found == 0) {
+        return absl::InternalError(absl::StrCat("cuBLASLt has no algorithm for a product of ",
+                                                rows, " x ", in, " by ", in, " x ", out,
+                                                " with a bias"));
+      }
+      plan.algo = result.algo;
+      return absl::OkStatus();
+    }();
+    if (!s.ok()) {
+      plan.Destroy();
+      return s;
+    }
+    return &bias_plans_.emplace(key, plan).first->second;
+  }
+
+  absl::Status BiasLinear(const uint16_t* x, const uint16_t* w, const uint16_t* bias,
+                          int64_t rows, int64_t in, int64_t out, void* y, Stream stream) {
+    DF11_ASSIGN_OR_RETURN(BiasPlan * plan, BiasPlanFor(rows, in, out));
+    DF11_RETURN_IF_ERROR(Cublas(cublasLtMatmulDescSetAttribute(plan->op,
+                                                               CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                               &bias, sizeof(bias)),
+                                "cublasLt BIAS_POINTER"));
+    const float alpha = 1.0f, beta = 0.0f;
+    return Cublas(cublasLtMatmul(lt_, plan->op, &alpha, w, plan->a, x, plan->b, &beta, y, plan->d,
+                                 y, plan->d, &plan->algo, cublas_workspace_,
+                                 cublas_workspace_bytes_, AsCuda(stream)),
+                  "cublasLtMatmul");
+  }
+
+  // cublasSetStream puts cuBLAS back on its own workspace pool, outside the arena's accounting:
+  // the arena's workspace is set again after each change of stream.
+  absl::Status UseStream(cudaStream_t stream) {
+    if (stream == stream_) return absl::OkStatus();
+    DF11_RETURN_IF_ERROR(Cublas(cublasSetStream(handle_, stream), "cublasSetStream"));
+    stream_ = stream;
+    if (cublas_workspace_ == nullptr) return absl::OkStatus();
+    return Cublas(cublasSetWorkspace(handle_, cublas_workspace_, cublas_workspace_bytes_),
+                  "cublasSetWorkspace");
+  }
+
   const cublasHandle_t handle_;
+  const cublasLtHandle_t lt_;
+  absl::flat_hash_map<std::tuple<int64_t, int64_t, int64_t>, BiasPlan> bias_plans_;
   void* tiled_workspace_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  uint64_t cublas_workspace_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace
@@ -394,13 +496,22 @@ class CudaForwardOps final : public ForwardOps {
 absl::StatusOr<std::unique_ptr<ForwardOps>> NewForwardOps() {
   cublasHandle_t handle = nullptr;
   DF11_RETURN_IF_ERROR(Cublas(cublasCreate(&handle), "cublasCreate"));
-  // Tensor-core products in fp32 accumulation; no reduced-precision reductions.
-  const cublasStatus_t s = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+  // Tensor-core products in fp32 accumulation. cuBLAS's default lets split-K products reduce
+  // their partial sums in the output type (BF16 here), which costs the result up to an ulp of
+  // the partials: disallowed.
+  const cublasStatus_t s = cublasSetMathMode(
+      handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                        CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
   if (s != CUBLAS_STATUS_SUCCESS) {
     cublasDestroy(handle);
     return Cublas(s, "cublasSetMathMode");
   }
-  return std::unique_ptr<ForwardOps>(new CudaForwardOps(handle));
+  cublasLtHandle_t lt = nullptr;
+  if (const cublasStatus_t l = cublasLtCreate(&lt); l != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(handle);
+    return Cublas(l, "cublasLtCreate");
+  }
+  return std::unique_ptr<ForwardOps>(new CudaForwardOps(handle, lt));
 }
 
 }  // namespace df11::runtime::cuda
