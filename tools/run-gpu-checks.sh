@@ -141,7 +141,7 @@ if wants decoders; then
   run cuda_devices_test "$bin/cuda_devices_test"
   run gpu_decoder_test "$bin/gpu_decoder_test"
   run gpu_interleaved_test "$bin/gpu_interleaved_test"
-  run decoder_equivalence_gpu env DF11_REQUIRE_GPU=1 "$bin/decoder_equivalence_test"
+  run decoder_equivalence_gpu_test "$bin/decoder_equivalence_gpu_test"
 fi
 
 if wants sanitizer; then
