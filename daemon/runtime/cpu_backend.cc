@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "codec/format.h"
+#include "daemon/runtime/decoder_graph.h"
 #include "daemon/runtime/matvec.h"
 
 namespace df11::runtime {
@@ -274,77 +275,233 @@ void CpuBackend::Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cach
   });
 }
 
-absl::Status CpuBackend::ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
-                                      std::span<const SequenceStep> batch, int64_t rows,
-                                      const RotaryEmbedding& full_rope,
-                                      const RotaryEmbedding& sliding_rope) {
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
-  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
-  const float offset = c.norm_weight_offset;
-  const RotaryEmbedding& rope = c.SlidingWindow(l) > 0 ? sliding_rope : full_rope;
-  // Attention.
-  for (int64_t r = 0; r < rows; ++r)
-    RmsNorm(&x_[r * H], w.input_norm, H, c.rms_norm_eps, offset, &h_[r * H]);
-  DF11_RETURN_IF_ERROR(Linear(w.q_proj, w.q_bias, nh * d, H, h_.data(), rows, q_.data()));
-  DF11_RETURN_IF_ERROR(Linear(w.k_proj, w.k_bias, nkv * d, H, h_.data(), rows, k_.data()));
-  DF11_RETURN_IF_ERROR(Linear(w.v_proj, w.v_bias, nkv * d, H, h_.data(), rows, v_.data()));
-  int64_t r = 0;
-  for (const SequenceStep& s : batch) {
-    auto& cache = static_cast<CpuKvCache&>(*s.cache);
-    for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
-      float* qr = &q_[r * nh * d];
-      float* kr = &k_[r * nkv * d];
-      if (w.q_norm != nullptr) {  // Qwen3, Gemma 3: per-head RMSNorm before RoPE
-        for (int64_t h = 0; h < nh; ++h)
-          RmsNorm(qr + h * d, w.q_norm, d, c.rms_norm_eps, offset, qr + h * d);
-        for (int64_t h = 0; h < nkv; ++h)
-          RmsNorm(kr + h * d, w.k_norm, d, c.rms_norm_eps, offset, kr + h * d);
+// The CPU's DecoderOps: every activation fp32 in the backend's buffers; weights from the model
+// layer by layer (Model::Layer), block l + 1 decoding in the background while block l computes
+// when that pays.
+class CpuBackend::Pass final : public DecoderOps {
+ public:
+  // `fused`: DF11 matrices stay compressed and are decoded inside the products (no scratch).
+  Pass(CpuBackend& backend, const Model& model, std::span<const SequenceStep> batch, int64_t rows,
+       bool fused, std::span<float> logits)
+      : b_(backend),
+        model_(model),
+        c_(model.config()),
+        batch_(batch),
+        rows_(rows),
+        fused_(fused),
+        overlap_(backend.options_.overlap_decode && model.is_df11() && !fused &&
+                 model.config().num_layers > 1),
+        logits_(logits) {}
+  // The background decode writes next_ and the scratch: it must be done before either goes.
+  ~Pass() override { b_.prefetch_.Wait(); }
+
+  absl::Status Embed() override {
+    int64_t r = 0;
+    for (const SequenceStep& s : batch_) {
+      DF11_RETURN_IF_ERROR(model_.EmbedTokens(s.tokens, b_.x_.data() + r * c_.hidden_size));
+      r += static_cast<int64_t>(s.tokens.size());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status BeginLayer(int64_t l) override {
+    if (l == 0) next_ = model_.Layer(0, LayerScratch(0), &b_.pool_, !fused_);
+    if (overlap_) b_.prefetch_.Wait();
+    DF11_ASSIGN_OR_RETURN(w_, std::move(next_));
+    layer_ = l;
+    if (l + 1 < c_.num_layers) {
+      if (overlap_) {
+        b_.prefetch_.Start(
+            [this, l] { next_ = model_.Layer(l + 1, LayerScratch(l + 1), &b_.decode_pool_); });
+      } else {
+        next_ = model_.Layer(l + 1, LayerScratch(l + 1), &b_.pool_, !fused_);
       }
-      const int64_t pos = cache.length() + static_cast<int64_t>(t);
-      rope.Apply(qr, nh, d, pos);
-      rope.Apply(kr, nkv, d, pos);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Norm(Activations in, LayerWeight weight, Activations out) override {
+    const int64_t H = c_.hidden_size;
+    const float* x = Buffer(in);
+    float* y = Buffer(out);
+    for (int64_t r = 0; r < rows_; ++r) {
+      RmsNorm(x + r * H, Vector(weight), H, c_.rms_norm_eps, c_.norm_weight_offset, y + r * H);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Project(Activations in, std::span<const Product> products) override {
+    for (const Product& p : products) {
+      DF11_RETURN_IF_ERROR(b_.Linear(Matrix(p.weight), Vector(BiasOf(p.weight)), Width(p.out),
+                                     Width(in), Buffer(in), rows_, Buffer(p.out)));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status PrepareHeads() override {
+    const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, d = c_.head_dim;
+    const float offset = c_.norm_weight_offset;
+    const RotaryEmbedding& rope = model_.rotary(c_.SlidingWindow(layer_) > 0);
+    int64_t r = 0;
+    for (const SequenceStep& s : batch_) {
+      for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
+        float* qr = &b_.q_[r * nh * d];
+        float* kr = &b_.k_[r * nkv * d];
+        if (w_.q_norm != nullptr) {  // Qwen3, Gemma 3: per-head RMSNorm before RoPE
+          for (int64_t h = 0; h < nh; ++h)
+            RmsNorm(qr + h * d, w_.q_norm, d, c_.rms_norm_eps, offset, qr + h * d);
+          for (int64_t h = 0; h < nkv; ++h)
+            RmsNorm(kr + h * d, w_.k_norm, d, c_.rms_norm_eps, offset, kr + h * d);
+        }
+        const int64_t pos = s.cache->length() + static_cast<int64_t>(t);
+        rope.Apply(qr, nh, d, pos);
+        rope.Apply(kr, nkv, d, pos);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Attend() override {
+    const int64_t nkv = c_.num_kv_heads, d = c_.head_dim;
+    int64_t r = 0;
+    for (const SequenceStep& s : batch_) {
+      const int64_t n = static_cast<int64_t>(s.tokens.size());
+      b_.Attention(c_, layer_, static_cast<CpuKvCache&>(*s.cache), n, r, b_.attn_.data());
+      r += n;
+    }
+    // The new keys and values into the caches, once every query of the step has used them (a
+    // sliding-window layer's slots may be reused within one step).
+    r = 0;
+    for (const SequenceStep& s : batch_) {
+      auto& cache = static_cast<CpuKvCache&>(*s.cache);
+      for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
+        const int64_t pos = cache.length() + static_cast<int64_t>(t);
+        std::memcpy(cache.k(layer_, pos), &b_.k_[r * nkv * d], nkv * d * sizeof(float));
+        std::memcpy(cache.v(layer_, pos), &b_.v_[r * nkv * d], nkv * d * sizeof(float));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AddBranchAndNorm(LayerWeight norm, Activations out) override {
+    DF11_RETURN_IF_ERROR(AddBranch());
+    return Norm(Activations::kResidual, norm, out);
+  }
+
+  absl::Status GatedDown() override {
+    const int64_t n = rows_ * c_.intermediate_size;
+    float* gate = b_.gate_.data();
+    const float* up = b_.up_.data();
+    if (c_.activation == Activation::kGeluTanh) {
+      for (int64_t i = 0; i < n; ++i) gate[i] = GeluTanh(gate[i]) * up[i];
+    } else {
+      for (int64_t i = 0; i < n; ++i) gate[i] = Silu(gate[i]) * up[i];
+    }
+    const Product down[] = {{LayerWeight::kDown, Activations::kBranch}};
+    return Project(Activations::kGate, down);
+  }
+
+  absl::Status AddBranch() override {
+    float* x = b_.x_.data();
+    const float* y = b_.tmp_.data();
+    for (int64_t i = 0; i < rows_ * c_.hidden_size; ++i) x[i] += y[i];
+    return absl::OkStatus();
+  }
+
+  absl::Status EndLayer(int64_t) override { return absl::OkStatus(); }
+
+  absl::Status Logits() override {
+    const int64_t H = c_.hidden_size, V = c_.vocab_size;
+    const int64_t sequences = static_cast<int64_t>(batch_.size());
+    // The last new token of each sequence: final norm, then the output head.
+    int64_t r = 0, s_index = 0;
+    for (const SequenceStep& s : batch_) {
+      r += static_cast<int64_t>(s.tokens.size());
+      RmsNorm(&b_.x_[(r - 1) * H], model_.final_norm(), H, c_.rms_norm_eps,
+              c_.norm_weight_offset, &b_.h_[s_index * H]);
+      ++s_index;
+    }
+    DF11_ASSIGN_OR_RETURN(const MatrixRef head, model_.LmHead(b_.scratch_, &b_.pool_, !fused_));
+    // One row per sequence: always the matrix-vector kernels, so that a sequence's logits do not
+    // depend on the batch.
+    b_.matvec_pass_ = true;
+    DF11_RETURN_IF_ERROR(b_.Linear(head, nullptr, V, H, b_.h_.data(), sequences, logits_.data()));
+    if (c_.final_logit_softcap > 0) SoftCap(logits_.data(), sequences * V, c_.final_logit_softcap);
+    return absl::OkStatus();
+  }
+
+ private:
+  // A layer's half of the scratch (empty when the matrices stay compressed).
+  std::span<uint16_t> LayerScratch(int64_t l) const {
+    const size_t n = model_.layer_scratch_elements();
+    return fused_ ? std::span<uint16_t>() : std::span(b_.scratch_).subspan((l % 2) * n, n);
+  }
+
+  float* Buffer(Activations a) const {
+    switch (a) {
+      case Activations::kResidual: return b_.x_.data();
+      case Activations::kNormed: return b_.h_.data();
+      case Activations::kQuery: return b_.q_.data();
+      case Activations::kKey: return b_.k_.data();
+      case Activations::kValue: return b_.v_.data();
+      case Activations::kAttention: return b_.attn_.data();
+      case Activations::kGate: return b_.gate_.data();
+      case Activations::kUp: return b_.up_.data();
+      case Activations::kBranch: return b_.tmp_.data();
+    }
+    return nullptr;
+  }
+
+  int64_t Width(Activations a) const {
+    switch (a) {
+      case Activations::kQuery:
+      case Activations::kAttention: return c_.num_heads * c_.head_dim;
+      case Activations::kKey:
+      case Activations::kValue: return c_.num_kv_heads * c_.head_dim;
+      case Activations::kGate:
+      case Activations::kUp: return c_.intermediate_size;
+      default: return c_.hidden_size;
     }
   }
-  r = 0;
-  for (const SequenceStep& s : batch) {
-    const int64_t n = static_cast<int64_t>(s.tokens.size());
-    Attention(c, l, static_cast<CpuKvCache&>(*s.cache), n, r, attn_.data());
-    r += n;
+
+  const MatrixRef& Matrix(LayerWeight k) const {
+    const MatrixRef* m[] = {&w_.q_proj,    &w_.k_proj,  &w_.v_proj,   &w_.o_proj,
+                            &w_.gate_proj, &w_.up_proj, &w_.down_proj};
+    return *m[static_cast<int>(k)];
   }
-  // The new keys and values into the caches, once every query of the step has used them (a
-  // sliding-window layer's slots may be reused within one step).
-  r = 0;
-  for (const SequenceStep& s : batch) {
-    auto& cache = static_cast<CpuKvCache&>(*s.cache);
-    for (size_t t = 0; t < s.tokens.size(); ++t, ++r) {
-      const int64_t pos = cache.length() + static_cast<int64_t>(t);
-      std::memcpy(cache.k(l, pos), &k_[r * nkv * d], nkv * d * sizeof(float));
-      std::memcpy(cache.v(l, pos), &v_[r * nkv * d], nkv * d * sizeof(float));
+
+  // A norm or bias of the current layer (nullptr when it has none).
+  const uint16_t* Vector(LayerWeight k) const {
+    switch (k) {
+      case LayerWeight::kInputNorm: return w_.input_norm;
+      case LayerWeight::kMlpNorm: return w_.mlp_norm;
+      case LayerWeight::kQNorm: return w_.q_norm;
+      case LayerWeight::kKNorm: return w_.k_norm;
+      case LayerWeight::kQBias: return w_.q_bias;
+      case LayerWeight::kKBias: return w_.k_bias;
+      case LayerWeight::kVBias: return w_.v_bias;
+      case LayerWeight::kOBias: return w_.o_bias;
+      case LayerWeight::kGateBias: return w_.gate_bias;
+      case LayerWeight::kUpBias: return w_.up_bias;
+      case LayerWeight::kDownBias: return w_.down_bias;
+      case LayerWeight::kAttentionOutputNorm: return w_.attention_output_norm;
+      case LayerWeight::kMlpOutputNorm: return w_.mlp_output_norm;
+      default: return nullptr;
     }
   }
-  DF11_RETURN_IF_ERROR(Linear(w.o_proj, w.o_bias, H, nh * d, attn_.data(), rows, tmp_.data()));
-  if (w.attention_output_norm != nullptr) {
-    for (r = 0; r < rows; ++r)
-      RmsNorm(&tmp_[r * H], w.attention_output_norm, H, c.rms_norm_eps, offset, &tmp_[r * H]);
-  }
-  for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
-  // MLP.
-  for (r = 0; r < rows; ++r) RmsNorm(&x_[r * H], w.mlp_norm, H, c.rms_norm_eps, offset, &h_[r * H]);
-  DF11_RETURN_IF_ERROR(Linear(w.gate_proj, w.gate_bias, I, H, h_.data(), rows, gate_.data()));
-  DF11_RETURN_IF_ERROR(Linear(w.up_proj, w.up_bias, I, H, h_.data(), rows, up_.data()));
-  if (c.activation == Activation::kGeluTanh) {
-    for (int64_t i = 0; i < rows * I; ++i) gate_[i] = GeluTanh(gate_[i]) * up_[i];
-  } else {
-    for (int64_t i = 0; i < rows * I; ++i) gate_[i] = Silu(gate_[i]) * up_[i];
-  }
-  DF11_RETURN_IF_ERROR(Linear(w.down_proj, w.down_bias, H, I, gate_.data(), rows, tmp_.data()));
-  if (w.mlp_output_norm != nullptr) {
-    for (r = 0; r < rows; ++r)
-      RmsNorm(&tmp_[r * H], w.mlp_output_norm, H, c.rms_norm_eps, offset, &tmp_[r * H]);
-  }
-  for (int64_t i = 0; i < rows * H; ++i) x_[i] += tmp_[i];
-  return absl::OkStatus();
-}
+
+  CpuBackend& b_;
+  const Model& model_;
+  const ModelConfig& c_;
+  const std::span<const SequenceStep> batch_;
+  const int64_t rows_;
+  const bool fused_;
+  const bool overlap_;
+  const std::span<float> logits_;
+  int64_t layer_ = 0;
+  LayerWeights w_;                      // the current layer's
+  absl::StatusOr<LayerWeights> next_;  // the next layer's, once decoded
+};
 
 absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const SequenceStep> batch,
                                  std::span<float> logits) {
@@ -392,10 +549,6 @@ absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const Sequ
   const bool fused = model.is_df11() && !model.vectors_in_units() && matvec_pass_;
   const size_t layer_elements = model.layer_scratch_elements();
   if (!fused) scratch_.resize(std::max(2 * layer_elements, model.head_scratch_elements()));
-  auto layer_scratch = [&](int64_t l) {
-    return fused ? std::span<uint16_t>(scratch_).first(0)
-                 : std::span(scratch_).subspan((l % 2) * layer_elements, layer_elements);
-  };
   x_.resize(rows * H);
   h_.resize(rows * H);
   tmp_.resize(rows * H);
@@ -405,52 +558,16 @@ absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const Sequ
   attn_.resize(rows * nh * d);
   gate_.resize(rows * I);
   up_.resize(rows * I);
-  const RotaryEmbedding full_rope(c.rope, c.rotary_dim), sliding_rope(c.sliding_rope, c.rotary_dim);
   CountBuffers();
-
+  absl::Status status;
   {
-    int64_t r = 0;
+    Pass pass(*this, model, batch, rows, fused, logits);
+    status = RunDecoder(c, pass);
+  }
+  if (status.ok()) {
     for (const SequenceStep& s : batch) {
-      DF11_RETURN_IF_ERROR(model.EmbedTokens(s.tokens, x_.data() + r * H));
-      r += static_cast<int64_t>(s.tokens.size());
+      static_cast<CpuKvCache*>(s.cache)->Advance(static_cast<int64_t>(s.tokens.size()));
     }
-  }
-  // Block l + 1 decodes in the background while block l computes. The job writes `next`; the
-  // loop reads it only after Wait(), and every return path waits first (the job uses scratch_).
-  const bool decode_matrices = !fused;
-  const bool overlap = options_.overlap_decode && model.is_df11() && !fused && c.num_layers > 1;
-  absl::StatusOr<LayerWeights> next = model.Layer(0, layer_scratch(0), &pool_, decode_matrices);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (overlap && l > 0) prefetch_.Wait();
-    DF11_ASSIGN_OR_RETURN(const LayerWeights w, std::move(next));
-    if (l + 1 < c.num_layers) {
-      if (overlap) {
-        prefetch_.Start([&, l] { next = model.Layer(l + 1, layer_scratch(l + 1), &decode_pool_); });
-      } else {
-        next = model.Layer(l + 1, layer_scratch(l + 1), &pool_, decode_matrices);
-      }
-    }
-    if (absl::Status s = ComputeLayer(c, l, w, batch, rows, full_rope, sliding_rope); !s.ok()) {
-      if (overlap) prefetch_.Wait();
-      return s;
-    }
-  }
-  // The last new token of each sequence: final norm, then the output head.
-  int64_t r = 0, s_index = 0;
-  for (const SequenceStep& s : batch) {
-    r += static_cast<int64_t>(s.tokens.size());
-    RmsNorm(&x_[(r - 1) * H], model.final_norm(), H, c.rms_norm_eps, c.norm_weight_offset,
-            &h_[s_index * H]);
-    static_cast<CpuKvCache*>(s.cache)->Advance(static_cast<int64_t>(s.tokens.size()));
-    ++s_index;
-  }
-  DF11_ASSIGN_OR_RETURN(const MatrixRef head, model.LmHead(scratch_, &pool_, !fused));
-  // One row per sequence: always the matrix-vector kernels, for the same batch invariance.
-  matvec_pass_ = true;
-  const absl::Status status =
-      Linear(head, nullptr, V, H, h_.data(), static_cast<int64_t>(batch.size()), logits.data());
-  if (status.ok() && c.final_logit_softcap > 0) {
-    SoftCap(logits.data(), static_cast<int64_t>(batch.size()) * V, c.final_logit_softcap);
   }
   CountBuffers();
   return status;

@@ -32,7 +32,6 @@
 #include "daemon/runtime/background_job.h"
 #include "daemon/runtime/matvec.h"
 #include "daemon/runtime/model.h"
-#include "daemon/runtime/rotary_embedding.h"
 
 namespace df11::runtime {
 
@@ -109,10 +108,8 @@ class CpuBackend final : public Backend {
   // RoPE) over its cached positions and the new ones, before the new ones are cached.
   void Attention(const ModelConfig& c, int64_t layer, CpuKvCache& cache, int64_t new_tokens,
                  int64_t first_row, float* out);
-  // Decoder layer l of one batch: x_ (rows x hidden) in place.
-  absl::Status ComputeLayer(const ModelConfig& c, int64_t l, const LayerWeights& w,
-                            std::span<const SequenceStep> batch, int64_t rows,
-                            const RotaryEmbedding& full_rope, const RotaryEmbedding& sliding_rope);
+  // One forward pass: the decoder graph's operations (decoder_graph.h) on this backend.
+  class Pass;
 
   Options options_;
   codec::ThreadPool pool_;         // matrix products, attention, and decoding without overlap

@@ -14,6 +14,7 @@
 #include "codec/gpu_decoder.h"
 #include "codec/gpu_layout.h"
 #include "codec/tiled_matrix.h"
+#include "daemon/runtime/decoder_graph.h"
 
 namespace df11::runtime {
 namespace {
@@ -70,6 +71,41 @@ uint64_t SlotBytes(const GpuDevice& device) {
   return Align(std::max(device.DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch),
                         device.TiledWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch)),
                256);
+}
+
+}  // namespace
+
+namespace {
+
+// Where tensor k (LayerTensorNames order) of `layer` is once the layer is decoded into scratch
+// buffer `buffer`: in the scratch, resident in the model's allocation, or absent.
+DeviceTensor LayerTensorOf(const GpuModelPlan& plan, int64_t layer, int buffer, size_t k) {
+  const TensorSource& t = plan.layers[layer].tensors[k];
+  switch (t.kind) {
+    case TensorSource::Kind::kAbsent:
+      return DeviceTensor{};
+    case TensorSource::Kind::kResident:
+      return DeviceTensor{
+          .space = DeviceTensor::Space::kModel, .offset = t.offset, .bytes = t.bytes};
+    case TensorSource::Kind::kScratch:
+      break;
+  }
+  return DeviceTensor{
+      .space = buffer == 0 ? DeviceTensor::Space::kScratch0 : DeviceTensor::Space::kScratch1,
+      .offset = t.offset,
+      .bytes = t.bytes};
+}
+
+// Where the output head is once decoded (plan.head_buffer), or resident.
+DeviceTensor LmHeadOf(const GpuModelPlan& plan) {
+  const TensorSource& t = plan.head;
+  if (t.kind == TensorSource::Kind::kResident) {
+    return DeviceTensor{.space = DeviceTensor::Space::kModel, .offset = t.offset, .bytes = t.bytes};
+  }
+  return DeviceTensor{.space = plan.head_buffer == 0 ? DeviceTensor::Space::kScratch0
+                                                     : DeviceTensor::Space::kScratch1,
+                      .offset = t.offset,
+                      .bytes = t.bytes};
 }
 
 }  // namespace
@@ -175,6 +211,17 @@ class CudaPlacedModel final : public PlacedModel {
   }
   const std::optional<FusedSource>& fused_head() const { return fused_head_; }
 
+  // The RoPE tables of full-attention and sliding-window layers as the kernels take them, made
+  // at Place (an error there, such as a rotary dimension the kernels do not take, is kept for
+  // Forward to report: the model still places and decodes).
+  void SetRope(absl::StatusOr<RopeTable> full, absl::StatusOr<RopeTable> sliding) {
+    full_rope_ = std::move(full);
+    sliding_rope_ = std::move(sliding);
+  }
+  const absl::StatusOr<RopeTable>& rope(bool sliding) const {
+    return sliding ? sliding_rope_ : full_rope_;
+  }
+
  private:
   CudaBackend* const backend_;
   const ModelConfig config_;
@@ -186,6 +233,8 @@ class CudaPlacedModel final : public PlacedModel {
   std::vector<std::vector<TiledTensor>> tiled_;
   std::vector<FusedLayer> fused_layers_;
   std::optional<FusedSource> fused_head_;
+  absl::StatusOr<RopeTable> full_rope_ = absl::FailedPreconditionError("no RoPE table"),
+                            sliding_rope_ = absl::FailedPreconditionError("no RoPE table");
 };
 
 namespace {
@@ -498,6 +547,9 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
   std::optional<FusedSource> head =
       FindTiled<FusedSource>(*host, tiled, LmHeadName(host->config()));
   placed->SetTiled(std::move(tiled), std::move(layers), std::move(head));
+  const int64_t rotary_dim = host->config().rotary_dim;
+  placed->SetRope(RopeTable::Of(host->rotary(false), rotary_dim),
+                  RopeTable::Of(host->rotary(true), rotary_dim));
   return std::unique_ptr<PlacedModel>(std::move(placed));
 }
 
@@ -812,6 +864,348 @@ absl::Status CudaBackend::Forward(const PlacedModel& model, std::span<const Sequ
   }
 }
 
+// The CUDA backend's DecoderOps: one pass of one model, its operations enqueued on the compute
+// stream with the device's ForwardOps. Activations are BF16 in the pass's buffers, except the
+// fp32 residual stream (kResidual) and the projections into it (kBranch). Layer l + 1 decodes
+// on the decode stream while layer l computes, into the other scratch buffer; in a pass of at most
+// fused_max_rows tokens, tiled projections are multiplied by without decoding them.
+//
+// Each operation derives the device addresses it uses under mu_ held shared (compaction, which
+// takes it exclusively, waits for every stream first), so an address never outlives the lock
+// that made it.
+class CudaBackend::Pass final : public DecoderOps {
+ public:
+  Pass(CudaBackend& backend, const CudaPlacedModel& m, ForwardOps& ops,
+       std::span<const SequenceStep> batch, std::span<const int32_t> tokens,
+       std::span<const uint32_t> pages, std::span<const int32_t> row_first_page,
+       std::span<const int32_t> row_position, uint64_t positions_per_page,
+       const ForwardBuffers& buffers, std::span<float> logits)
+      : b_(backend),
+        m_(m),
+        c_(m.config()),
+        ops_(ops),
+        batch_(batch),
+        tokens_(tokens),
+        pages_(pages),
+        row_first_page_(row_first_page),
+        row_position_(row_position),
+        positions_per_page_(positions_per_page),
+        buffers_(buffers),
+        logits_(logits),
+        rows_(static_cast<int64_t>(tokens.size())),
+        stream_(backend.compute_stream_->get()),
+        short_pass_(rows_ <= backend.options_.fused_max_rows) {}
+
+  // The KV metadata, then the embedding rows of the tokens (a launch's worth at a time), gathered
+  // into kNormed and widened into the residual stream with the config's scale.
+  absl::Status Embed() override {
+    {
+      absl::ReaderMutexLock lock(&b_.mu_);
+      char* base = Base();
+      DF11_RETURN_IF_ERROR(
+          b_.device_->CopyAsync(base + buffers_.pages, pages_.data(), pages_.size_bytes(), stream_));
+      DF11_RETURN_IF_ERROR(b_.device_->CopyAsync(base + buffers_.row_first_page,
+                                                 row_first_page_.data(),
+                                                 row_first_page_.size_bytes(), stream_));
+      DF11_RETURN_IF_ERROR(b_.device_->CopyAsync(base + buffers_.row_position,
+                                                 row_position_.data(), row_position_.size_bytes(),
+                                                 stream_));
+    }
+    const int64_t H = c_.hidden_size;
+    const int64_t per_call = std::max<int64_t>(1, b_.EmbeddingRowsPerCall(m_));
+    std::vector<DeviceTensor> embedded(std::min(per_call, rows_));
+    for (int64_t first = 0; first < rows_; first += per_call) {
+      const int64_t n = std::min(per_call, rows_ - first);
+      DF11_RETURN_IF_ERROR(b_.DecodeEmbeddingRows(m_, tokens_.subspan(first, n), embedded));
+      absl::ReaderMutexLock lock(&b_.mu_);
+      DF11_RETURN_IF_ERROR(b_.device_->StreamWait(stream_, b_.scratch_ready_[1]->get()));
+      for (int64_t k = 0; k < n; ++k) {
+        DF11_RETURN_IF_ERROR(b_.device_->CopyAsync(Bf16(Activations::kNormed) + (first + k) * H,
+                                                   Tensor(embedded[k]), H * 2, stream_));
+      }
+      DF11_RETURN_IF_ERROR(b_.device_->Record(b_.scratch_free_[1]->get(), stream_));
+    }
+    absl::ReaderMutexLock lock(&b_.mu_);
+    return ops_.Widen(Bf16(Activations::kNormed), rows_ * H, c_.embedding_scale,
+                      F32(Activations::kResidual), stream_);
+  }
+
+  // Layer l computes from scratch buffer l % 2 while layer l + 1 decodes into the other.
+  absl::Status BeginLayer(int64_t l) override {
+    if (l == 0) DF11_RETURN_IF_ERROR(b_.DecodeLayerUnits(m_, 0, 0, SkipTiled(0)));
+    if (l + 1 < c_.num_layers) {
+      DF11_RETURN_IF_ERROR(b_.DecodeLayerUnits(m_, l + 1, 1 - Buffer(l), SkipTiled(l + 1)));
+    }
+    layer_ = l;
+    tiled_ = short_pass_ ? m_.fused_layer(l) : nullptr;
+    absl::ReaderMutexLock lock(&b_.mu_);
+    return b_.device_->StreamWait(stream_, b_.scratch_ready_[Buffer(l)]->get());
+  }
+
+  absl::Status Norm(Activations in, LayerWeight weight, Activations out) override {
+    if (!IsF32(in)) return Unsupported("a norm of BF16 rows of the hidden size");
+    absl::ReaderMutexLock lock(&b_.mu_);
+    return ops_.FloatRmsNorm(F32(in), Weight(weight), rows_, c_.hidden_size, Eps(),
+                             c_.norm_weight_offset, Address(out), IsF32(out), stream_);
+  }
+
+  absl::Status Project(Activations in, std::span<const Product> products) override {
+    if (IsF32(in)) return Unsupported("a product of fp32 rows");
+    absl::ReaderMutexLock lock(&b_.mu_);
+    const bool y_fp32 = IsF32(products.front().out);
+    for (const Product& p : products) {
+      if (IsF32(p.out) != y_fp32) return Unsupported("products of one input into mixed types");
+    }
+    const uint16_t* x = Bf16(in);
+    const char* allocation = b_.AddressLocked(m_.allocation());
+    auto is_tiled = [&](const Product& p) {
+      return tiled_ != nullptr && tiled_->projections[Index(p.weight)].has_value();
+    };
+    auto tiled_product = [&](const Product& p) {
+      return ForwardOps::TiledProduct{.w = tiled_->projections[Index(p.weight)]->View(allocation),
+                                      .bias = Weight(BiasOf(p.weight)),
+                                      .y = Address(p.out)};
+    };
+    // Every weight tiled: one launch for all of them.
+    if (std::all_of(products.begin(), products.end(), is_tiled)) {
+      absl::InlinedVector<ForwardOps::TiledProduct, 3> tiled;
+      for (const Product& p : products) tiled.push_back(tiled_product(p));
+      return ops_.TiledLinear(x, rows_, tiled, y_fp32, stream_);
+    }
+    // Adjacent weights in a short pass: one product, split into the outputs.
+    if (products.size() > 1 && Adjacent(products.front().weight) && rows_ <= kGroupedMaxRows &&
+        std::none_of(products.begin(), products.end(), is_tiled)) {
+      int64_t width = 0;
+      absl::InlinedVector<ForwardOps::ColumnRange, 3> split;
+      for (const Product& p : products) {
+        split.push_back({width, Width(p.out), static_cast<uint16_t*>(Address(p.out))});
+        width += Width(p.out);
+      }
+      const LayerWeight first = products.front().weight;
+      uint16_t* grouped = reinterpret_cast<uint16_t*>(Base() + buffers_.grouped);
+      DF11_RETURN_IF_ERROR(ops_.Linear(x, Weight(first), Weight(BiasOf(first)), rows_, Width(in),
+                                       width, grouped, false, stream_));
+      return ops_.SplitColumns(grouped, rows_, width, split, stream_);
+    }
+    for (const Product& p : products) {
+      if (is_tiled(p)) {
+        const ForwardOps::TiledProduct one[] = {tiled_product(p)};
+        DF11_RETURN_IF_ERROR(ops_.TiledLinear(x, rows_, one, y_fp32, stream_));
+      } else {
+        DF11_RETURN_IF_ERROR(ops_.Linear(x, Weight(p.weight), Weight(BiasOf(p.weight)), rows_,
+                                         Width(in), Width(p.out), Address(p.out), y_fp32,
+                                         stream_));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status PrepareHeads() override {
+    const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, d = c_.head_dim;
+    const bool sliding = c_.SlidingWindow(layer_) > 0;
+    const absl::StatusOr<RopeTable>& rope = m_.rope(sliding);
+    if (!rope.ok()) return rope.status();
+    absl::ReaderMutexLock lock(&b_.mu_);
+    uint16_t *q = Bf16(Activations::kQuery), *k = Bf16(Activations::kKey);
+    const float offset = c_.norm_weight_offset;
+    if (const uint16_t* q_norm = Weight(LayerWeight::kQNorm); q_norm != nullptr) {
+      DF11_RETURN_IF_ERROR(ops_.RmsNorm(q, q_norm, rows_ * nh, d, Eps(), offset, q, stream_));
+      DF11_RETURN_IF_ERROR(ops_.RmsNorm(k, Weight(LayerWeight::kKNorm), rows_ * nkv, d, Eps(),
+                                        offset, k, stream_));
+    }
+    const PagedKv kv = Kv();
+    DF11_RETURN_IF_ERROR(ops_.Rope(q, rows_, nh, d, kv.row_position, *rope, stream_));
+    return ops_.Rope(k, rows_, nkv, d, kv.row_position, *rope, stream_);
+  }
+
+  // Keys and values go into the pages first: a sliding layer's pages hold every position, and
+  // attention reads only the window.
+  absl::Status Attend() override {
+    absl::ReaderMutexLock lock(&b_.mu_);
+    const PagedKv kv = Kv();
+    DF11_RETURN_IF_ERROR(
+        ops_.WriteKv(Bf16(Activations::kKey), Bf16(Activations::kValue), rows_, kv, stream_));
+    const AttentionShape shape{.heads = c_.num_heads,
+                               .kv_heads = c_.num_kv_heads,
+                               .head_dim = c_.head_dim,
+                               .window = c_.SlidingWindow(layer_),
+                               .scale = c_.attention_scale,
+                               .softcap = c_.attention_softcap};
+    return ops_.Attention(Bf16(Activations::kQuery), rows_, shape, kv,
+                          Bf16(Activations::kAttention), stream_);
+  }
+
+  absl::Status AddBranchAndNorm(LayerWeight norm, Activations out) override {
+    DF11_RETURN_IF_ERROR(AddBranch());
+    return Norm(Activations::kResidual, norm, out);
+  }
+
+  absl::Status GatedDown() override {
+    {
+      absl::ReaderMutexLock lock(&b_.mu_);
+      uint16_t* gate = Bf16(Activations::kGate);
+      DF11_RETURN_IF_ERROR(ops_.GatedActivation(gate, Bf16(Activations::kUp),
+                                                rows_ * c_.intermediate_size, c_.activation, gate,
+                                                stream_));
+    }
+    const Product down[] = {{LayerWeight::kDown, Activations::kBranch}};
+    return Project(Activations::kGate, down);
+  }
+
+  absl::Status AddBranch() override {
+    absl::ReaderMutexLock lock(&b_.mu_);
+    return ops_.Add(F32(Activations::kResidual), F32(Activations::kBranch),
+                    rows_ * c_.hidden_size, stream_);
+  }
+
+  // The layer's reads of its scratch buffer are enqueued: the next decode into it may follow.
+  absl::Status EndLayer(int64_t l) override {
+    absl::ReaderMutexLock lock(&b_.mu_);
+    return b_.device_->Record(b_.scratch_free_[Buffer(l)]->get(), stream_);
+  }
+
+  // Each sequence's last row: the final norm, then the output head, into fp32 logits copied to
+  // the host; then every decode of the pass is checked.
+  absl::Status Logits() override {
+    const int64_t H = c_.hidden_size, V = c_.vocab_size;
+    const int64_t S = static_cast<int64_t>(batch_.size());
+    const bool tiled_head = short_pass_ && m_.fused_head().has_value();
+    if (!tiled_head) DF11_RETURN_IF_ERROR(b_.DecodeLmHead(m_));
+    {
+      absl::ReaderMutexLock lock(&b_.mu_);
+      const int head_buffer = m_.plan().head_buffer;
+      DF11_RETURN_IF_ERROR(b_.device_->StreamWait(stream_, b_.scratch_ready_[head_buffer]->get()));
+      float* last_x = reinterpret_cast<float*>(Base() + buffers_.last_x);
+      uint16_t* last = reinterpret_cast<uint16_t*>(Base() + buffers_.last);
+      int64_t r = 0;
+      for (int64_t s = 0; s < S; ++s) {
+        r += static_cast<int64_t>(batch_[s].tokens.size());
+        DF11_RETURN_IF_ERROR(b_.device_->CopyAsync(
+            last_x + s * H, F32(Activations::kResidual) + (r - 1) * H, H * 4, stream_));
+      }
+      const uint16_t* final_norm = Tensor(DeviceTensor{.space = DeviceTensor::Space::kModel,
+                                                       .offset = m_.plan().final_norm.offset,
+                                                       .bytes = m_.plan().final_norm.bytes});
+      DF11_RETURN_IF_ERROR(ops_.FloatRmsNorm(last_x, final_norm, S, H, Eps(),
+                                             c_.norm_weight_offset, last, false, stream_));
+      auto* out = reinterpret_cast<float*>(Base() + buffers_.logits);
+      if (tiled_head) {
+        const ForwardOps::TiledProduct head[] = {
+            {.w = m_.fused_head()->View(b_.AddressLocked(m_.allocation())), .y = out}};
+        DF11_RETURN_IF_ERROR(ops_.TiledLinear(last, S, head, true, stream_));
+      } else {
+        DF11_RETURN_IF_ERROR(
+            ops_.Linear(last, Tensor(LmHeadOf(m_.plan())), nullptr, S, H, V, out, true, stream_));
+      }
+      if (c_.final_logit_softcap > 0) {
+        DF11_RETURN_IF_ERROR(ops_.SoftCap(out, S * V, c_.final_logit_softcap, stream_));
+      }
+      DF11_RETURN_IF_ERROR(b_.device_->Record(b_.scratch_free_[head_buffer]->get(), stream_));
+      DF11_RETURN_IF_ERROR(b_.device_->CopyAsync(logits_.data(), out, S * V * 4, stream_));
+    }
+    DF11_RETURN_IF_ERROR(b_.device_->StreamSynchronize(stream_));
+    return b_.FinishDecodes();
+  }
+
+ private:
+  static int Buffer(int64_t layer) { return static_cast<int>(layer % 2); }
+  static size_t Index(LayerWeight w) { return static_cast<size_t>(w); }
+  float Eps() const { return static_cast<float>(c_.rms_norm_eps); }
+  // In a short pass, a layer whose tiled units all have their sources here decodes none of them.
+  bool SkipTiled(int64_t l) const {
+    const CudaPlacedModel::FusedLayer* f = short_pass_ ? m_.fused_layer(l) : nullptr;
+    return f != nullptr && f->complete;
+  }
+  // q, k and v (gate and up) stored side by side, so that one product computes them.
+  bool Adjacent(LayerWeight first) const {
+    const LayerPlan& layer = m_.plan().layers[layer_];
+    return first == LayerWeight::kQ ? layer.qkv_adjacent
+                                    : first == LayerWeight::kGate && layer.gate_up_adjacent;
+  }
+
+  static bool IsF32(Activations a) {
+    return a == Activations::kResidual || a == Activations::kBranch;
+  }
+  int64_t Width(Activations a) const {
+    switch (a) {
+      case Activations::kQuery:
+      case Activations::kAttention: return c_.num_heads * c_.head_dim;
+      case Activations::kKey:
+      case Activations::kValue: return c_.num_kv_heads * c_.head_dim;
+      case Activations::kGate:
+      case Activations::kUp: return c_.intermediate_size;
+      default: return c_.hidden_size;
+    }
+  }
+  uint64_t Offset(Activations a) const {
+    switch (a) {
+      case Activations::kResidual: return buffers_.x;
+      case Activations::kNormed: return buffers_.h;
+      case Activations::kQuery: return buffers_.q;
+      case Activations::kKey: return buffers_.k;
+      case Activations::kValue: return buffers_.v;
+      case Activations::kAttention: return buffers_.attn;
+      case Activations::kGate: return buffers_.gate;
+      case Activations::kUp: return buffers_.up;
+      case Activations::kBranch: return buffers_.tmp;
+    }
+    return 0;
+  }
+  char* Base() const ABSL_SHARED_LOCKS_REQUIRED(b_.mu_) { return b_.AddressLocked(buffers_.id); }
+  void* Address(Activations a) const ABSL_SHARED_LOCKS_REQUIRED(b_.mu_) {
+    return Base() + Offset(a);
+  }
+  uint16_t* Bf16(Activations a) const ABSL_SHARED_LOCKS_REQUIRED(b_.mu_) {
+    return static_cast<uint16_t*>(Address(a));
+  }
+  float* F32(Activations a) const ABSL_SHARED_LOCKS_REQUIRED(b_.mu_) {
+    return static_cast<float*>(Address(a));
+  }
+  const uint16_t* Tensor(const DeviceTensor& t) const ABSL_SHARED_LOCKS_REQUIRED(b_.mu_) {
+    if (t.space == DeviceTensor::Space::kAbsent) return nullptr;
+    const ArenaAllocator::Id id = t.space == DeviceTensor::Space::kModel      ? m_.allocation()
+                                  : t.space == DeviceTensor::Space::kScratch0 ? b_.scratch_[0]
+                                                                              : b_.scratch_[1];
+    return reinterpret_cast<const uint16_t*>(b_.AddressLocked(id) + t.offset);
+  }
+  // The current layer's weight (nullptr when it has none), decoded or resident.
+  const uint16_t* Weight(LayerWeight w) const ABSL_SHARED_LOCKS_REQUIRED(b_.mu_) {
+    return Tensor(LayerTensorOf(m_.plan(), layer_, Buffer(layer_), Index(w)));
+  }
+  PagedKv Kv() const ABSL_SHARED_LOCKS_REQUIRED(b_.mu_) {
+    return PagedKv{
+        .pool = b_.AddressLocked(b_.kv_pool_id_),
+        .page_bytes = b_.kv_pool_->page_bytes(),
+        .positions_per_page = static_cast<int64_t>(positions_per_page_),
+        .layer = layer_,
+        .kv_heads = c_.num_kv_heads,
+        .head_dim = c_.head_dim,
+        .pages = reinterpret_cast<const uint32_t*>(Base() + buffers_.pages),
+        .row_first_page = reinterpret_cast<const int32_t*>(Base() + buffers_.row_first_page),
+        .row_position = reinterpret_cast<const int32_t*>(Base() + buffers_.row_position)};
+  }
+  absl::Status Unsupported(const char* what) const {
+    return absl::InternalError(absl::StrCat("the CUDA backend has no ", what));
+  }
+
+  CudaBackend& b_;
+  const CudaPlacedModel& m_;
+  const ModelConfig& c_;
+  ForwardOps& ops_;
+  const std::span<const SequenceStep> batch_;
+  const std::span<const int32_t> tokens_;
+  const std::span<const uint32_t> pages_;
+  const std::span<const int32_t> row_first_page_, row_position_;
+  const uint64_t positions_per_page_;
+  const ForwardBuffers& buffers_;
+  const std::span<float> logits_;
+  const int64_t rows_;
+  const GpuDevice::Stream stream_;
+  const bool short_pass_;
+  int64_t layer_ = 0;
+  const CudaPlacedModel::FusedLayer* tiled_ = nullptr;  // the current layer's, in short passes
+};
+
 absl::Status CudaBackend::ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
                                       std::span<const SequenceStep> batch,
                                       std::span<float> logits) {
@@ -834,10 +1228,6 @@ absl::Status CudaBackend::ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
   }
   const int64_t rows = static_cast<int64_t>(tokens.size());
-  const RotaryEmbedding full_rotary(c.rope, c.rotary_dim),
-      sliding_rotary(c.sliding_rope, c.rotary_dim);
-  DF11_ASSIGN_OR_RETURN(const RopeTable full_rope, RopeTable::Of(full_rotary, c.rotary_dim));
-  DF11_ASSIGN_OR_RETURN(const RopeTable sliding_rope, RopeTable::Of(sliding_rotary, c.rotary_dim));
 
   // The pass's buffers, one arena allocation: activations, logits and the KV metadata.
   ForwardBuffers b;
@@ -876,9 +1266,12 @@ absl::Status CudaBackend::ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
     b.id = forward_id_;
     forward_busy_ = true;
   }
-  const absl::Status status =
-      ForwardSteps(m, ops, batch, tokens, pages, row_first_page, row_position, positions_per_page,
-                   full_rope, sliding_rope, b, logits);
+  absl::Status status;
+  {
+    Pass pass(*this, m, ops, batch, tokens, pages, row_first_page, row_position,
+              positions_per_page, b, logits);
+    status = RunDecoder(c, pass);
+  }
   // Every launch that reads the buffers has finished before another allocation may take them.
   absl::Status synced = device_->StreamSynchronize(compute_stream_->get());
   // The tiled products' error flag, read (and cleared) on every path, so that a pass that stopped
@@ -899,224 +1292,6 @@ absl::Status CudaBackend::ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
     static_cast<CudaKvCache*>(s.cache)->Advance(static_cast<int64_t>(s.tokens.size()));
   }
   return absl::OkStatus();
-}
-
-absl::Status CudaBackend::ForwardSteps(
-    const CudaPlacedModel& m, ForwardOps& ops, std::span<const SequenceStep> batch,
-    std::span<const int32_t> tokens, std::span<const uint32_t> pages,
-    std::span<const int32_t> row_first_page, std::span<const int32_t> row_position,
-    uint64_t positions_per_page, const RopeTable& full_rope, const RopeTable& sliding_rope,
-    const ForwardBuffers& b, std::span<float> logits) {
-  const ModelConfig& c = m.config();
-  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
-  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
-  const int64_t rows = static_cast<int64_t>(tokens.size());
-  const int64_t S = static_cast<int64_t>(batch.size());
-  const GpuDevice::Stream stream = compute_stream_->get();
-  const float eps = static_cast<float>(c.rms_norm_eps), offset = c.norm_weight_offset;
-  // Addresses are derived, and work using them enqueued, under mu_ held shared: compaction
-  // (exclusive) waits for every stream first, so the addresses hold for what was enqueued.
-  auto u16 = [&](uint64_t at) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return reinterpret_cast<uint16_t*>(AddressLocked(b.id) + at);
-  };
-  auto f32 = [&](uint64_t at) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return reinterpret_cast<float*>(AddressLocked(b.id) + at);
-  };
-  auto tensor = [&](const DeviceTensor& t) ABSL_SHARED_LOCKS_REQUIRED(mu_) -> const uint16_t* {
-    if (t.space == DeviceTensor::Space::kAbsent) return nullptr;
-    const ArenaAllocator::Id id = t.space == DeviceTensor::Space::kModel      ? m.allocation()
-                                  : t.space == DeviceTensor::Space::kScratch0 ? scratch_[0]
-                                                                              : scratch_[1];
-    return reinterpret_cast<const uint16_t*>(AddressLocked(id) + t.offset);
-  };
-  auto paged = [&](int64_t layer) ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return PagedKv{
-        .pool = AddressLocked(kv_pool_id_),
-        .page_bytes = kv_pool_->page_bytes(),
-        .positions_per_page = static_cast<int64_t>(positions_per_page),
-        .layer = layer,
-        .kv_heads = nkv,
-        .head_dim = d,
-        .pages = reinterpret_cast<const uint32_t*>(AddressLocked(b.id) + b.pages),
-        .row_first_page = reinterpret_cast<const int32_t*>(AddressLocked(b.id) + b.row_first_page),
-        .row_position = reinterpret_cast<const int32_t*>(AddressLocked(b.id) + b.row_position)};
-  };
-
-  // The KV metadata, and the embedding rows of the tokens, a launch's worth at a time.
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    char* base = AddressLocked(b.id);
-    DF11_RETURN_IF_ERROR(
-        device_->CopyAsync(base + b.pages, pages.data(), pages.size_bytes(), stream));
-    DF11_RETURN_IF_ERROR(device_->CopyAsync(base + b.row_first_page, row_first_page.data(),
-                                            row_first_page.size_bytes(), stream));
-    DF11_RETURN_IF_ERROR(device_->CopyAsync(base + b.row_position, row_position.data(),
-                                            row_position.size_bytes(), stream));
-  }
-  const int64_t per_call = std::max<int64_t>(1, EmbeddingRowsPerCall(m));
-  std::vector<DeviceTensor> embedded(std::min(per_call, rows));
-  for (int64_t first = 0; first < rows; first += per_call) {
-    const int64_t n = std::min(per_call, rows - first);
-    DF11_RETURN_IF_ERROR(DecodeEmbeddingRows(m, tokens.subspan(first, n), embedded));
-    absl::ReaderMutexLock lock(&mu_);
-    DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_ready_[1]->get()));
-    // Gathered into h, then widened into the residual stream (with Gemma's scale).
-    for (int64_t k = 0; k < n; ++k) {
-      DF11_RETURN_IF_ERROR(
-          device_->CopyAsync(u16(b.h) + (first + k) * H, tensor(embedded[k]), H * 2, stream));
-    }
-    DF11_RETURN_IF_ERROR(device_->Record(scratch_free_[1]->get(), stream));
-  }
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    DF11_RETURN_IF_ERROR(ops.Widen(u16(b.h), rows * H, c.embedding_scale, f32(b.x), stream));
-  }
-
-  // Layer l computes from scratch buffer l % 2 while layer l + 1 decodes into the other. In a
-  // short pass, layers whose projections are tiled multiply by them without decoding them.
-  const bool short_pass = rows <= options_.fused_max_rows;
-  auto fused = [&](int64_t l) { return short_pass ? m.fused_layer(l) : nullptr; };
-  auto skip_tiled = [&](int64_t l) { return fused(l) != nullptr && fused(l)->complete; };
-  DF11_RETURN_IF_ERROR(DecodeLayerUnits(m, 0, 0, skip_tiled(0)));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const int buffer = static_cast<int>(l % 2);
-    if (l + 1 < c.num_layers) {
-      DF11_RETURN_IF_ERROR(DecodeLayerUnits(m, l + 1, 1 - buffer, skip_tiled(l + 1)));
-    }
-    absl::ReaderMutexLock lock(&mu_);
-    DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_ready_[buffer]->get()));
-    auto w = [&](size_t k)
-                 ABSL_SHARED_LOCKS_REQUIRED(mu_) { return tensor(LayerTensor(m, l, buffer, k)); };
-    float* x = f32(b.x);
-    float* tmp = f32(b.tmp);
-    uint16_t *h = u16(b.h), *q = u16(b.q), *k = u16(b.k), *v = u16(b.v), *attn = u16(b.attn),
-             *gate = u16(b.gate), *up = u16(b.up), *grouped = u16(b.grouped);
-    const LayerPlan& layer = m.plan().layers[l];
-    const PagedKv kv = paged(l);
-    const int64_t window = c.SlidingWindow(l);
-    // LayerTensorNames order: q k v o gate up down, input norm, MLP norm, q/k norms, q k v o
-    // gate up down biases, attention-output and MLP-output norms.
-    // The projections: tiled ones by TiledLinear, those that share an input in one launch; the
-    // others from scratch (or resident BF16) by Linear, adjacent ones as one product in short
-    // passes.
-    const CudaPlacedModel::FusedLayer* tiled = fused(l);
-    const char* allocation = AddressLocked(m.allocation());
-    struct Output {
-      size_t k;       // LayerTensorNames index
-      void* y;        // its buffer
-      int64_t width;  // its output features
-    };
-    auto project = [&](const uint16_t* in, int64_t in_features, std::span<const Output> outs,
-                       bool adjacent, bool y_fp32) ABSL_SHARED_LOCKS_REQUIRED(mu_) -> absl::Status {
-      auto is_tiled = [&](const Output& o) {
-        return tiled != nullptr && tiled->projections[o.k].has_value();
-      };
-      if (std::all_of(outs.begin(), outs.end(), is_tiled)) {
-        absl::InlinedVector<ForwardOps::TiledProduct, 3> products;
-        for (const Output& o : outs) {
-          products.push_back(
-              {.w = tiled->projections[o.k]->View(allocation), .bias = w(11 + o.k), .y = o.y});
-        }
-        return ops.TiledLinear(in, rows, products, y_fp32, stream);
-      }
-      if (outs.size() > 1 && adjacent && rows <= kGroupedMaxRows &&
-          std::none_of(outs.begin(), outs.end(), is_tiled)) {
-        int64_t width = 0;
-        absl::InlinedVector<ForwardOps::ColumnRange, 3> split;
-        for (const Output& o : outs) {
-          split.push_back({width, o.width, static_cast<uint16_t*>(o.y)});
-          width += o.width;
-        }
-        const size_t k0 = outs.front().k;
-        DF11_RETURN_IF_ERROR(
-            ops.Linear(in, w(k0), w(11 + k0), rows, in_features, width, grouped, false, stream));
-        return ops.SplitColumns(grouped, rows, width, split, stream);
-      }
-      for (const Output& o : outs) {
-        if (is_tiled(o)) {
-          const ForwardOps::TiledProduct one[] = {
-              {.w = tiled->projections[o.k]->View(allocation), .bias = w(11 + o.k), .y = o.y}};
-          DF11_RETURN_IF_ERROR(ops.TiledLinear(in, rows, one, y_fp32, stream));
-        } else {
-          DF11_RETURN_IF_ERROR(
-              ops.Linear(in, w(o.k), w(11 + o.k), rows, in_features, o.width, o.y, y_fp32, stream));
-        }
-      }
-      return absl::OkStatus();
-    };
-    DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(7), rows, H, eps, offset, h, false, stream));
-    const Output qkv[] = {{0, q, nh * d}, {1, k, nkv * d}, {2, v, nkv * d}};
-    DF11_RETURN_IF_ERROR(project(h, H, qkv, layer.qkv_adjacent, false));
-    if (w(9) != nullptr) {
-      DF11_RETURN_IF_ERROR(ops.RmsNorm(q, w(9), rows * nh, d, eps, offset, q, stream));
-      DF11_RETURN_IF_ERROR(ops.RmsNorm(k, w(10), rows * nkv, d, eps, offset, k, stream));
-    }
-    const RopeTable& rope = window > 0 ? sliding_rope : full_rope;
-    DF11_RETURN_IF_ERROR(ops.Rope(q, rows, nh, d, kv.row_position, rope, stream));
-    DF11_RETURN_IF_ERROR(ops.Rope(k, rows, nkv, d, kv.row_position, rope, stream));
-    DF11_RETURN_IF_ERROR(ops.WriteKv(k, v, rows, kv, stream));
-    const AttentionShape shape{.heads = nh,
-                               .kv_heads = nkv,
-                               .head_dim = d,
-                               .window = window,
-                               .scale = c.attention_scale,
-                               .softcap = c.attention_softcap};
-    DF11_RETURN_IF_ERROR(ops.Attention(q, rows, shape, kv, attn, stream));
-    // The projections back into the residual stream stay fp32 until added.
-    const Output o_proj[] = {{3, tmp, H}};
-    DF11_RETURN_IF_ERROR(project(attn, nh * d, o_proj, false, true));
-    if (w(18) != nullptr) {
-      DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(tmp, w(18), rows, H, eps, offset, tmp, true, stream));
-    }
-    DF11_RETURN_IF_ERROR(ops.Add(x, tmp, rows * H, stream));
-    DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(x, w(8), rows, H, eps, offset, h, false, stream));
-    const Output gate_up[] = {{4, gate, I}, {5, up, I}};
-    DF11_RETURN_IF_ERROR(project(h, H, gate_up, layer.gate_up_adjacent, false));
-    DF11_RETURN_IF_ERROR(ops.GatedActivation(gate, up, rows * I, c.activation, gate, stream));
-    const Output down[] = {{6, tmp, H}};
-    DF11_RETURN_IF_ERROR(project(gate, I, down, false, true));
-    if (w(19) != nullptr) {
-      DF11_RETURN_IF_ERROR(ops.FloatRmsNorm(tmp, w(19), rows, H, eps, offset, tmp, true, stream));
-    }
-    DF11_RETURN_IF_ERROR(ops.Add(x, tmp, rows * H, stream));
-    DF11_RETURN_IF_ERROR(device_->Record(scratch_free_[buffer]->get(), stream));
-  }
-
-  // Each sequence's last row: the final norm, then the output head, into fp32 logits.
-  const bool tiled_head = short_pass && m.fused_head().has_value();
-  if (!tiled_head) DF11_RETURN_IF_ERROR(DecodeLmHead(m));
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    const int head_buffer = m.plan().head_buffer;
-    DF11_RETURN_IF_ERROR(device_->StreamWait(stream, scratch_ready_[head_buffer]->get()));
-    int64_t r = 0;
-    for (int64_t s = 0; s < S; ++s) {
-      r += static_cast<int64_t>(batch[s].tokens.size());
-      DF11_RETURN_IF_ERROR(
-          device_->CopyAsync(f32(b.last_x) + s * H, f32(b.x) + (r - 1) * H, H * 4, stream));
-    }
-    const uint16_t* final_norm = tensor(DeviceTensor{.space = DeviceTensor::Space::kModel,
-                                                     .offset = m.plan().final_norm.offset,
-                                                     .bytes = m.plan().final_norm.bytes});
-    DF11_RETURN_IF_ERROR(
-        ops.FloatRmsNorm(f32(b.last_x), final_norm, S, H, eps, offset, u16(b.last), false, stream));
-    auto* out = reinterpret_cast<float*>(AddressLocked(b.id) + b.logits);
-    if (tiled_head) {
-      const ForwardOps::TiledProduct head[] = {
-          {.w = m.fused_head()->View(AddressLocked(m.allocation())), .y = out}};
-      DF11_RETURN_IF_ERROR(ops.TiledLinear(u16(b.last), S, head, true, stream));
-    } else {
-      DF11_RETURN_IF_ERROR(
-          ops.Linear(u16(b.last), tensor(LmHead(m)), nullptr, S, H, V, out, true, stream));
-    }
-    if (c.final_logit_softcap > 0) {
-      DF11_RETURN_IF_ERROR(ops.SoftCap(out, S * V, c.final_logit_softcap, stream));
-    }
-    DF11_RETURN_IF_ERROR(device_->Record(scratch_free_[head_buffer]->get(), stream));
-    DF11_RETURN_IF_ERROR(device_->CopyAsync(logits.data(), out, S * V * 4, stream));
-  }
-  DF11_RETURN_IF_ERROR(device_->StreamSynchronize(stream));
-  return FinishDecodes();
 }
 
 size_t CudaBackend::tiled_units(const PlacedModel& model) const {
@@ -1360,33 +1535,12 @@ DeviceTensor CudaBackend::LayerTensor(const PlacedModel& model, int64_t layer, i
       buffer < 0 || buffer > 1 || k >= kLayerTensors) {
     return DeviceTensor{};
   }
-  const TensorSource& t = m->plan().layers[layer].tensors[k];
-  switch (t.kind) {
-    case TensorSource::Kind::kAbsent:
-      return DeviceTensor{};
-    case TensorSource::Kind::kResident:
-      return DeviceTensor{
-          .space = DeviceTensor::Space::kModel, .offset = t.offset, .bytes = t.bytes};
-    case TensorSource::Kind::kScratch:
-      break;
-  }
-  return DeviceTensor{
-      .space = buffer == 0 ? DeviceTensor::Space::kScratch0 : DeviceTensor::Space::kScratch1,
-      .offset = t.offset,
-      .bytes = t.bytes};
+  return LayerTensorOf(m->plan(), layer, buffer, k);
 }
 
 DeviceTensor CudaBackend::LmHead(const PlacedModel& model) const {
   const CudaPlacedModel* m = Mine(model);
-  if (m == nullptr) return DeviceTensor{};
-  const TensorSource& t = m->plan().head;
-  if (t.kind == TensorSource::Kind::kResident) {
-    return DeviceTensor{.space = DeviceTensor::Space::kModel, .offset = t.offset, .bytes = t.bytes};
-  }
-  return DeviceTensor{.space = m->plan().head_buffer == 0 ? DeviceTensor::Space::kScratch0
-                                                          : DeviceTensor::Space::kScratch1,
-                      .offset = t.offset,
-                      .bytes = t.bytes};
+  return m == nullptr ? DeviceTensor{} : LmHeadOf(m->plan());
 }
 
 absl::Status CudaBackend::Read(const PlacedModel& model, const DeviceTensor& tensor,

@@ -213,15 +213,8 @@ class CudaBackend final : public Backend {
   absl::Status ForwardPass(const CudaPlacedModel& m, ForwardOps& ops,
                            std::span<const SequenceStep> batch, std::span<float> logits)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(forward_mu_) ABSL_LOCKS_EXCLUDED(mu_, decode_mu_);
-  // The work of a pass once its buffers are allocated.
-  absl::Status ForwardSteps(const CudaPlacedModel& m, ForwardOps& ops,
-                            std::span<const SequenceStep> batch, std::span<const int32_t> tokens,
-                            std::span<const uint32_t> pages,
-                            std::span<const int32_t> row_first_page,
-                            std::span<const int32_t> row_position, uint64_t positions_per_page,
-                            const RopeTable& full_rope, const RopeTable& sliding_rope,
-                            const ForwardBuffers& b, std::span<float> logits)
-      ABSL_LOCKS_EXCLUDED(mu_, decode_mu_);
+  // One pass's operations: the decoder graph's (decoder_graph.h) on this backend.
+  class Pass;
   // Allocates `bytes` in the arena, compacting when that makes room. kResourceExhausted with the
   // numbers otherwise.
   absl::StatusOr<ArenaAllocator::Id> AllocateLocked(uint64_t bytes, const std::string& what)

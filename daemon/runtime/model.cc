@@ -175,6 +175,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   std::unique_ptr<Model> model(new Model());
   model->directory_ = dir;
   DF11_ASSIGN_OR_RETURN(model->config_, ReadModelConfig(dir));
+  const ModelConfig& c = model->config_;
+  model->full_rotary_ = std::make_unique<RotaryEmbedding>(c.rope, c.rotary_dim);
+  model->sliding_rotary_ = std::make_unique<RotaryEmbedding>(c.sliding_rope, c.rotary_dim);
   DF11_ASSIGN_OR_RETURN(const bool df11, IsDf11Directory(dir));
   if (df11) {
     DF11_ASSIGN_OR_RETURN(codec::Df11Model m, codec::Df11Model::Open(dir));

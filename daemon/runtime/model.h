@@ -26,6 +26,7 @@
 #include "codec/thread_pool.h"
 #include "daemon/runtime/model_config.h"
 #include "daemon/runtime/placed_model.h"
+#include "daemon/runtime/rotary_embedding.h"
 
 namespace df11::runtime {
 
@@ -150,6 +151,10 @@ class Model final : public PlacedModel {
   absl::StatusOr<MatrixRef> LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool,
                                    bool decode = true) const;
   const uint16_t* final_norm() const { return final_norm_; }
+  // The RoPE of full-attention layers and of sliding-window ones, computed at load.
+  const RotaryEmbedding& rotary(bool sliding) const {
+    return sliding ? *sliding_rotary_ : *full_rotary_;
+  }
   // Tensors of a multimodal checkpoint that are not loaded (its other towers): how many, and
   // their bytes as stored. Zero for a text model.
   size_t skipped_tensors() const { return skipped_tensors_; }
@@ -192,6 +197,7 @@ class Model final : public PlacedModel {
   std::map<const codec::Df11Model::UnitEntry*, codec::InterleavedUnit> interleaved_;
   std::vector<std::vector<uint16_t>> aligned_copies_;  // tensors whose mapping is misaligned
   const uint16_t* final_norm_ = nullptr;
+  std::unique_ptr<const RotaryEmbedding> full_rotary_, sliding_rotary_;
   bool vectors_in_units_ = false;
   size_t layer_scratch_elements_ = 0;
   size_t head_scratch_elements_ = 0;
