@@ -15,7 +15,7 @@ Steps (all deterministic: seeded, sorted file lists, single-threaded by default)
   2. Tokenizer: BPE trained with `tokenizers` on the training files, configured like Qwen2's
      tokenizer.json (NFC; Split(Qwen2 regex, Isolated) + ByteLevel(use_regex=false); ByteLevel
      decoder; no post-processor) plus the special tokens <|endoftext|>, <|im_start|>, <|im_end|>
-     at the end of the vocab. This is the subset daemon/runtime/tokenizer/tokenizer.h supports.
+     at the end of the vocab. This is the subset daemon/runtime/text/tokenizer/tokenizer.h supports.
   3. Model: trained in fp32 on non-overlapping 256-token windows of the token stream (documents
      separated by <|endoftext|>), shuffled with a seeded generator; AdamW with linear warmup and
      cosine decay. The training text is encoded in pieces cut after random spaces, so that
@@ -160,7 +160,7 @@ def train_tokenizer(texts):
 
 
 def check_tokenizer_json(tok_json):
-    """Fails unless tokenizer.json stays within what daemon/runtime/tokenizer/tokenizer.h reads."""
+    """Fails unless tokenizer.json stays within what daemon/runtime/text/tokenizer/tokenizer.h reads."""
     model = tok_json["model"]
     assert model["type"] == "BPE" and model["dropout"] is None and not model["byte_fallback"]
     assert model["unk_token"] is None

@@ -5,8 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
-#include "daemon/runtime/model.h"
-#include "daemon/runtime/model_config.h"
+#include "daemon/runtime/engine/model.h"
+#include "daemon/runtime/engine/model_config.h"
 
 namespace df11::registry {
 namespace {

@@ -30,7 +30,7 @@
 #include "daemon/hub/settings.h"
 #include "daemon/hub/snapshot_download.h"
 #include "daemon/metrics/metrics.h"
-#include "daemon/runtime/estimate.h"
+#include "daemon/runtime/engine/estimate.h"
 
 namespace df11::registry {
 

@@ -11,8 +11,8 @@
 #include "daemon/audit/audit.h"
 #include "daemon/hub/cache.h"
 #include "daemon/registry/page_cache.h"
-#include "daemon/runtime/estimate.h"
-#include "daemon/runtime/generator.h"
+#include "daemon/runtime/engine/estimate.h"
+#include "daemon/runtime/engine/generator.h"
 
 namespace df11::registry {
 namespace {

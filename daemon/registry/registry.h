@@ -37,11 +37,11 @@
 #include "daemon/hub/settings.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/registry/hub_fetch.h"
-#include "daemon/runtime/backend.h"
-#include "daemon/runtime/chat/chat_template.h"
-#include "daemon/runtime/model.h"
-#include "daemon/runtime/sampling/sampler.h"
-#include "daemon/runtime/tokenizer/tokenizer.h"
+#include "daemon/runtime/engine/backend.h"
+#include "daemon/runtime/text/chat/chat_template.h"
+#include "daemon/runtime/engine/model.h"
+#include "daemon/runtime/engine/sampling/sampler.h"
+#include "daemon/runtime/text/tokenizer/tokenizer.h"
 
 namespace df11::registry {
 

@@ -35,8 +35,8 @@
 #include "absl/time/time.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/registry/registry.h"
-#include "daemon/runtime/backend.h"
-#include "daemon/runtime/generator.h"
+#include "daemon/runtime/engine/backend.h"
+#include "daemon/runtime/engine/generator.h"
 
 namespace df11::scheduler {
 

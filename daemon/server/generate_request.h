@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/config/config.h"
 #include "daemon/registry/registry.h"
-#include "daemon/runtime/generator.h"
+#include "daemon/runtime/engine/generator.h"
 #include "df11/v1/model_host.pb.h"
 
 namespace df11::server {

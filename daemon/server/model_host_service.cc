@@ -7,7 +7,7 @@
 #include "absl/time/time.h"
 #include "daemon/audit/audit.h"
 #include "daemon/hub/cache.h"
-#include "daemon/runtime/estimate.h"
+#include "daemon/runtime/engine/estimate.h"
 #include "daemon/server/generate_request.h"
 #include "daemon/server/grpc_caller.h"
 #include "daemon/server/log.h"

@@ -10,11 +10,11 @@
 #include "absl/strings/str_join.h"
 #include "codec/base/status_macros.h"
 #include "daemon/hub/cache.h"
-#include "daemon/runtime/cpu_backend.h"
-#include "daemon/runtime/estimate.h"
+#include "daemon/runtime/backends/cpu/cpu_backend.h"
+#include "daemon/runtime/engine/estimate.h"
 #if defined(DF11_HAVE_CUDA)
-#include "daemon/runtime/cuda/cuda_device.h"
-#include "daemon/runtime/cuda_backend.h"
+#include "daemon/runtime/backends/cuda/device/cuda_device.h"
+#include "daemon/runtime/backends/cuda/cuda_backend.h"
 #endif
 #include "daemon/audit/audit.h"
 #include "daemon/server/log.h"

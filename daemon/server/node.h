@@ -26,7 +26,7 @@
 #include "daemon/hub/settings.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/registry/registry.h"
-#include "daemon/runtime/backend.h"
+#include "daemon/runtime/engine/backend.h"
 #include "daemon/scheduler/scheduler.h"
 #include "daemon/server/auth.h"
 #include "daemon/server/model_roots.h"

@@ -19,9 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "daemon/registry/registry.h"
-#include "daemon/runtime/generator.h"
-#include "daemon/runtime/sampling/sampler.h"
-#include "daemon/runtime/tokenizer/tokenizer.h"
+#include "daemon/runtime/engine/generator.h"
+#include "daemon/runtime/engine/sampling/sampler.h"
+#include "daemon/runtime/text/tokenizer/tokenizer.h"
 #include "df11/v1/model_host.pb.h"
 
 namespace df11::server::openai {

@@ -1,4 +1,4 @@
-// libFuzzer target for the chat-template renderer (daemon/runtime/chat/chat_template.h): a chat
+// libFuzzer target for the chat-template renderer (daemon/runtime/text/chat/chat_template.h): a chat
 // template comes with a downloaded model, so it is untrusted input. The input is the template
 // source; it is compiled and, when that succeeds, rendered over a fixed conversation (system,
 // user, assistant with a tool call, tool result, user) with tools, with and without the
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "daemon/runtime/chat/chat_template.h"
+#include "daemon/runtime/text/chat/chat_template.h"
 #include "nlohmann/json.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target for the tokenizer (daemon/runtime/tokenizer/tokenizer.h): a tokenizer.json comes
+// libFuzzer target for the tokenizer (daemon/runtime/text/tokenizer/tokenizer.h): a tokenizer.json comes
 // with a downloaded model and prompts come from clients, so both are untrusted. The first byte
 // picks what the rest is:
 // - 0: a tokenizer.json. FromJson returns OK, kInvalidArgument or kFailedPrecondition; a tokenizer
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "daemon/runtime/tokenizer/text_util.h"
-#include "daemon/runtime/tokenizer/tokenizer.h"
+#include "daemon/runtime/text/tokenizer/text_util.h"
+#include "daemon/runtime/text/tokenizer/tokenizer.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The GPU arena's sub-allocator: best fit, merging on free, the errors' numbers, and compaction
 // that moves live bytes without a chunk ever overlapping itself (checked on a host buffer that
 // stands in for device memory, under thousands of seeded random allocations and frees).
-#include "daemon/runtime/arena_allocator.h"
+#include "daemon/runtime/backends/cuda/arena_allocator.h"
 
 #include <cstring>
 #include <map>

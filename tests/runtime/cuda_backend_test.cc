@@ -4,7 +4,7 @@
 // the kernel's per-thread steps run one by one) in every build; cuda_backend_gpu_test (label gpu,
 // CUDA builds) runs the same tests on CUDA device 0 and skips without one. Fault injection and
 // the emulator's leak check (at the backend's destruction) apply to the emulated device only.
-#include "daemon/runtime/cuda_backend.h"
+#include "daemon/runtime/backends/cuda/cuda_backend.h"
 
 #include <algorithm>
 #include <atomic>
@@ -19,10 +19,10 @@
 #include "codec/base/status_macros.h"
 #include "codec/model.h"
 #include "codec/thread_pool.h"
-#include "daemon/runtime/cpu_backend.h"
-#include "daemon/runtime/estimate.h"
-#include "daemon/runtime/gpu_placement.h"
-#include "daemon/runtime/model.h"
+#include "daemon/runtime/backends/cpu/cpu_backend.h"
+#include "daemon/runtime/engine/estimate.h"
+#include "daemon/runtime/backends/cuda/gpu_placement.h"
+#include "daemon/runtime/engine/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -33,7 +33,7 @@
 #include "tests/testing/test_data_dir.h"
 #if defined(DF11_TEST_ON_GPU)
 #include "codec/cuda/devices.h"
-#include "daemon/runtime/cuda/cuda_device.h"
+#include "daemon/runtime/backends/cuda/device/cuda_device.h"
 #endif
 
 namespace df11::runtime {

@@ -15,8 +15,8 @@
 #include <span>
 #include <string>
 
-#include "daemon/runtime/forward_reference.h"
-#include "daemon/runtime/gpu_device.h"
+#include "daemon/runtime/backends/cuda/forward_reference.h"
+#include "daemon/runtime/backends/cuda/gpu_device.h"
 
 namespace df11::testing {
 

@@ -1,4 +1,4 @@
-// The forward pass's operations (daemon/runtime/forward_ops.h). forward_ops_test checks the
+// The forward pass's operations (daemon/runtime/backends/cuda/forward_ops.h). forward_ops_test checks the
 // reference (ReferenceForwardOps) against independent computations: the CPU engine's RoPE, sums
 // in double, attention written out position by position over pages out of order.
 // forward_ops_gpu_test (label gpu, CUDA builds) checks the CUDA device's operations against the
@@ -11,16 +11,16 @@
 
 #include "codec/format.h"
 #include "codec/tiled_matrix.h"
-#include "daemon/runtime/forward_reference.h"
-#include "daemon/runtime/model_config.h"
-#include "daemon/runtime/rotary_embedding.h"
+#include "daemon/runtime/backends/cuda/forward_reference.h"
+#include "daemon/runtime/engine/model_config.h"
+#include "daemon/runtime/engine/rotary_embedding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 #if defined(DF11_TEST_ON_GPU)
 #include "codec/cuda/devices.h"
-#include "daemon/runtime/cuda/cuda_device.h"
-#include "daemon/runtime/gpu_device.h"
+#include "daemon/runtime/backends/cuda/device/cuda_device.h"
+#include "daemon/runtime/backends/cuda/gpu_device.h"
 #endif
 
 namespace df11::runtime {

@@ -1,4 +1,4 @@
-// The generation loop (daemon/runtime/generator.h) on the tiny random Qwen3 model of
+// The generation loop (daemon/runtime/engine/generator.h) on the tiny random Qwen3 model of
 // tests/data/engine, with a byte-level tokenizer whose 256 tokens are the single bytes: greedy
 // generation gives transformers' greedy tokens, the streamed text is the decode of the tokens, and
 // the finish rules, seeds, cancellation and limits behave as documented.
@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "daemon/runtime/cpu_backend.h"
-#include "daemon/runtime/generator.h"
-#include "daemon/runtime/model.h"
-#include "daemon/runtime/tokenizer/tokenizer.h"
+#include "daemon/runtime/backends/cpu/cpu_backend.h"
+#include "daemon/runtime/engine/generator.h"
+#include "daemon/runtime/engine/model.h"
+#include "daemon/runtime/text/tokenizer/tokenizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -1,6 +1,6 @@
 // The GPU KV pool: pages in bytes shared by models of different shapes, whole page tables taken
 // at once, exact errors, and pages returned from many threads.
-#include "daemon/runtime/kv_page_pool.h"
+#include "daemon/runtime/backends/cuda/kv_page_pool.h"
 
 #include <thread>
 #include <vector>

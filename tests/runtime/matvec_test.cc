@@ -2,7 +2,7 @@
 // DF11 byte-plane kernel gives the BF16 kernel's bits, any split of W rows gives the same bits,
 // and the portable kernel's arithmetic is the documented fixed order (checked against a double
 // sum within fp32 rounding).
-#include "daemon/runtime/matvec.h"
+#include "daemon/runtime/backends/cpu/matvec.h"
 
 #include <algorithm>
 #include <cmath>

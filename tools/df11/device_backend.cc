@@ -4,10 +4,10 @@
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "daemon/config/config.h"
-#include "daemon/runtime/model.h"
+#include "daemon/runtime/engine/model.h"
 #ifdef DF11_HAVE_CUDA
-#include "daemon/runtime/cuda/cuda_device.h"
-#include "daemon/runtime/cuda_backend.h"
+#include "daemon/runtime/backends/cuda/device/cuda_device.h"
+#include "daemon/runtime/backends/cuda/cuda_backend.h"
 #endif
 
 namespace df11::tool {

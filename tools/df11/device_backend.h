@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/runtime/backend.h"
-#include "daemon/runtime/cpu_backend.h"
+#include "daemon/runtime/engine/backend.h"
+#include "daemon/runtime/backends/cpu/cpu_backend.h"
 
 namespace df11::tool {
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
-#include "daemon/runtime/model.h"
+#include "daemon/runtime/engine/model.h"
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"

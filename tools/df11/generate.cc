@@ -4,11 +4,11 @@
 #include <string>
 #include <thread>
 
-#include "daemon/runtime/chat/chat_template.h"
-#include "daemon/runtime/cpu_backend.h"
-#include "daemon/runtime/generator.h"
-#include "daemon/runtime/model.h"
-#include "daemon/runtime/tokenizer/tokenizer.h"
+#include "daemon/runtime/text/chat/chat_template.h"
+#include "daemon/runtime/backends/cpu/cpu_backend.h"
+#include "daemon/runtime/engine/generator.h"
+#include "daemon/runtime/engine/model.h"
+#include "daemon/runtime/text/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"

@@ -15,14 +15,14 @@
 #include "codec/base/status_macros.h"
 #include "codec/thread_pool.h"
 #include "daemon/config/config.h"
-#include "daemon/runtime/estimate.h"
-#include "daemon/runtime/model.h"
+#include "daemon/runtime/engine/estimate.h"
+#include "daemon/runtime/engine/model.h"
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
 #ifdef DF11_HAVE_CUDA
-#include "daemon/runtime/cuda/cuda_device.h"
-#include "daemon/runtime/cuda_backend.h"
+#include "daemon/runtime/backends/cuda/device/cuda_device.h"
+#include "daemon/runtime/backends/cuda/cuda_backend.h"
 #endif
 
 namespace df11::tool {

@@ -9,7 +9,7 @@
 //
 // The unit tests below pin each construct with literal expected output (checked against jinja2
 // 3.1.6 when written), the errors for what is unsupported, the limits, and FromModelDir.
-#include "daemon/runtime/chat/chat_template.h"
+#include "daemon/runtime/text/chat/chat_template.h"
 
 #include <cstdlib>
 #include <ctime>

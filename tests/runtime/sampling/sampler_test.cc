@@ -1,10 +1,10 @@
-// Tests for daemon/runtime/sampling/sampler.h: parameter validation, each logits step against
+// Tests for daemon/runtime/engine/sampling/sampler.h: parameter validation, each logits step against
 // hand-computed values, seeded determinism, sampled frequencies, and the finish rules.
 //
 // Expected logits are chosen to be exact in binary floating point (or kept well away from a
 // top-p / min-p boundary) so the assertions can be equalities. Every random input comes from a
 // std::mt19937_64 with a fixed seed printed by SCOPED_TRACE.
-#include "daemon/runtime/sampling/sampler.h"
+#include "daemon/runtime/engine/sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>

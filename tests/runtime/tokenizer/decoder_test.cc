@@ -1,8 +1,8 @@
-// Decoder and DecoderStream (daemon/runtime/tokenizer/decoder.h) decode as `tokenizers` does.
+// Decoder and DecoderStream (daemon/runtime/text/tokenizer/decoder.h) decode as `tokenizers` does.
 // Each whole-sequence expectation was printed by tokenizers 0.23.3, e.g.
 //   decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
 //                      decoders.Strip(" ", 1, 0)]).decode(["▁", "▁x"])
-#include "daemon/runtime/tokenizer/decoder.h"
+#include "daemon/runtime/text/tokenizer/decoder.h"
 
 #include <string>
 #include <vector>

@@ -1,8 +1,8 @@
-// PreTokenizer (daemon/runtime/tokenizer/pre_tokenizer.h) splits as `tokenizers` does. Each
+// PreTokenizer (daemon/runtime/text/tokenizer/pre_tokenizer.h) splits as `tokenizers` does. Each
 // expectation was printed by tokenizers 0.23.3, e.g.
 //   pre_tokenizers.Split("-", "merged_with_previous", invert=False).pre_tokenize_str("--ab-c--d-")
 // (pre_tokenize_str encodes a whole input, so the text is at the start of the input).
-#include "daemon/runtime/tokenizer/pre_tokenizer.h"
+#include "daemon/runtime/text/tokenizer/pre_tokenizer.h"
 
 #include <forward_list>
 #include <string>

@@ -2,7 +2,7 @@
 // tools/make_tokenizer_goldens.py with Hugging Face `tokenizers` (see that script to re-run it or
 // to add a case: append the string to its corpus and re-run; this file needs no change; a new
 // tokenizer needs a CheckGoldens test, which EveryGoldenSetIsReplayed asks for).
-#include "daemon/runtime/tokenizer/tokenizer.h"
+#include "daemon/runtime/text/tokenizer/tokenizer.h"
 
 #include <cstdio>
 #include <cstdlib>

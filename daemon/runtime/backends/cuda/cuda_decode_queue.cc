@@ -1,0 +1,262 @@
+#include "daemon/runtime/backends/cuda/cuda_decode_queue.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "codec/base/check.h"
+#include "codec/base/status_macros.h"
+
+namespace df11::runtime {
+namespace {
+
+uint64_t Align(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
+
+}  // namespace
+
+uint64_t CudaDecodeQueue::SlotBytes(const GpuDevice& device) {
+  return Align(std::max(device.DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch),
+                        device.TiledWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch)),
+               256);
+}
+
+CudaDecodeQueue::CudaDecodeQueue(GpuDevice& device, CudaArena& arena, std::string device_name)
+    : device_(device),
+      arena_(arena),
+      device_name_(std::move(device_name)),
+      slot_bytes_(SlotBytes(device)) {}
+
+absl::Status CudaDecodeQueue::Init(char* workspace) {
+  workspace_ = workspace;
+  DF11_ASSIGN_OR_RETURN(stream_, DeviceStream::Create(device_));
+  for (int b = 0; b < 2; ++b) {
+    DF11_ASSIGN_OR_RETURN(ready_[b], DeviceEvent::Create(device_));
+    DF11_ASSIGN_OR_RETURN(free_[b], DeviceEvent::Create(device_));
+  }
+  arena_.AddStream(stream_->get());
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < kSlots; ++i) slots_.push_back(Slot{.offset = i * slot_bytes_});
+  views_.reserve(codec::gpu::kMaxUnitsPerLaunch);
+  return absl::OkStatus();
+}
+
+CudaDecodeQueue::~CudaDecodeQueue() {
+  if (stream_ != nullptr) device_.StreamSynchronize(stream_->get()).IgnoreError();
+}
+
+absl::StatusOr<CudaDecodeQueue::Slot*> CudaDecodeQueue::NextSlotLocked() {
+  Slot& slot = slots_[next_slot_];
+  if (slot.pending) DF11_RETURN_IF_ERROR(FinishLocked());
+  return &slot;
+}
+
+absl::Status CudaDecodeQueue::LaunchLocked(Slot& slot, const Slot& what, int buffer, bool tiled) {
+  const GpuDevice::Stream stream = stream_->get();
+  // Not before the forward pass has finished reading what the buffer held; then mark it decoded.
+  DF11_RETURN_IF_ERROR(device_.StreamWait(stream, free(buffer)));
+  if (tiled) {
+    DF11_RETURN_IF_ERROR(
+        device_.DecodeTiled(tiled_views_, workspace_ + slot.offset, slot_bytes_, stream));
+  } else {
+    DF11_RETURN_IF_ERROR(device_.DecodeUnits(views_, workspace_ + slot.offset, slot_bytes_, stream));
+  }
+  DF11_RETURN_IF_ERROR(device_.Record(ready(buffer), stream));
+  slot.pending = true;
+  slot.model = what.model;
+  slot.what = what.what;
+  slot.layer = what.layer;
+  next_slot_ = (next_slot_ + 1) % slots_.size();
+  return absl::OkStatus();
+}
+
+absl::Status CudaDecodeQueue::DecodeStepLocked(const CudaPlacedModel& m, const DecodeStep& step,
+                                               int buffer, bool skip_tiled, const Slot& what) {
+  for (const bool tiled : {false, true}) {
+    if (tiled && skip_tiled) continue;
+    const auto in_layout = [&](int u) { return m.tiled(u).empty() != tiled; };
+    if (std::none_of(step.units.begin(), step.units.end(), in_layout)) continue;
+    DF11_ASSIGN_OR_RETURN(Slot * slot, NextSlotLocked());
+    absl::ReaderMutexLock lock(&arena_.mu());
+    if (step.scratch_elements > arena_.scratch_elements(buffer)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decoding ", step.scratch_elements, " elements into scratch buffer ",
+                       buffer, ", which holds ", arena_.scratch_elements(buffer)));
+    }
+    const GpuPlacementLayout& layout = m.plan().layout;
+    const char* base = arena_.AddressLocked(m.allocation());
+    auto* out = reinterpret_cast<uint16_t*>(arena_.AddressLocked(arena_.scratch(buffer)));
+    views_.clear();
+    tiled_views_.clear();
+    for (size_t i = 0; i < step.units.size(); ++i) {
+      const int u = step.units[i];
+      if (!in_layout(u)) continue;
+      uint16_t* unit_out = out + step.scratch_offsets[i];
+      if (!tiled) {
+        views_.push_back(layout.unit_images[u].View(base + layout.unit_offsets[u],
+                                                    m.plan().unit_sizes[u], unit_out));
+        continue;
+      }
+      for (const TiledTensor& t : m.tiled(u)) {
+        tiled_views_.push_back({.matrix = t.image.View(base + t.offset),
+                                .out = unit_out + t.element_offset,
+                                .ld = t.image.cols});
+      }
+    }
+    if (tiled_views_.size() > codec::gpu::kMaxUnitsPerLaunch) {
+      return absl::InvalidArgumentError(absl::StrCat(tiled_views_.size(),
+                                                     " tiled matrices in one decode; at most ",
+                                                     codec::gpu::kMaxUnitsPerLaunch));
+    }
+    DF11_RETURN_IF_ERROR(LaunchLocked(*slot, what, buffer, tiled));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaDecodeQueue::Finish() {
+  absl::MutexLock lock(&mu_);
+  return FinishLocked();
+}
+
+absl::Status CudaDecodeQueue::FinishLocked() {
+  DF11_RETURN_IF_ERROR(device_.StreamSynchronize(stream_->get()));
+  absl::Status first;
+  for (Slot& slot : slots_) {
+    if (!slot.pending) continue;
+    slot.pending = false;
+    const absl::Status s = device_.CheckDecoded(workspace_ + slot.offset, stream_->get());
+    if (s.ok() || !first.ok()) continue;
+    const std::string what = slot.what == Slot::What::kLayer ? absl::StrCat("layer ", slot.layer)
+                             : slot.what == Slot::What::kHead ? std::string("the output head")
+                                                              : std::string("embedding rows");
+    first = absl::Status(s.code(), absl::StrCat("decoding ", what, " of ", slot.model->label(),
+                                                " on ", device_name_, ": ", s.message()));
+  }
+  return first;
+}
+
+absl::Status CudaDecodeQueue::DecodeLayer(const CudaPlacedModel& m, int64_t layer, int buffer,
+                                          bool skip_tiled) {
+  if (layer < 0 || layer >= static_cast<int64_t>(m.plan().layers.size()) || buffer < 0 ||
+      buffer > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeLayer: layer ", layer, " of ",
+                                                   m.plan().layers.size(), ", buffer ", buffer));
+  }
+  const DecodeStep& step = m.plan().layers[layer].decode;
+  if (step.units.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return DecodeStepLocked(m, step, buffer, skip_tiled,
+                          Slot{.model = &m, .what = Slot::What::kLayer, .layer = layer});
+}
+
+absl::Status CudaDecodeQueue::DecodeHead(const CudaPlacedModel& m) {
+  const GpuModelPlan& plan = m.plan();
+  if (plan.head_decode.units.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  return DecodeStepLocked(m, plan.head_decode, plan.head_buffer, /*skip_tiled=*/false,
+                          Slot{.model = &m, .what = Slot::What::kHead});
+}
+
+int64_t CudaDecodeQueue::EmbeddingRowsPerCall(const CudaPlacedModel& m) const {
+  if (m.plan().embedding_unit < 0) return std::numeric_limits<int64_t>::max();
+  absl::ReaderMutexLock lock(&arena_.mu());
+  return static_cast<int64_t>(std::min<uint64_t>(
+      codec::gpu::kMaxUnitsPerLaunch, arena_.scratch_elements(1) / m.plan().embedding_row_span));
+}
+
+absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
+                                                  std::span<const int32_t> tokens,
+                                                  std::span<DeviceTensor> rows) {
+  const GpuModelPlan& plan = m.plan();
+  const int64_t hidden = m.config().hidden_size, vocab = m.config().vocab_size;
+  if (rows.size() < tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeEmbeddingRows: ", tokens.size(),
+                                                   " tokens, room for ", rows.size(), " rows"));
+  }
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", t, " is outside the vocabulary of ", vocab));
+    }
+  }
+  const uint64_t row_bytes = static_cast<uint64_t>(hidden) * sizeof(uint16_t);
+  if (plan.embedding_unit < 0) {
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      rows[k] = DeviceTensor{.space = DeviceTensor::Space::kModel,
+                             .offset = plan.embedding.offset + uint64_t(tokens[k]) * row_bytes,
+                             .bytes = row_bytes};
+    }
+    return absl::OkStatus();
+  }
+  const int64_t per_call = EmbeddingRowsPerCall(m);
+  if (static_cast<int64_t>(tokens.size()) > per_call) {
+    return absl::InvalidArgumentError(absl::StrCat("DecodeEmbeddingRows: ", tokens.size(),
+                                                   " tokens; at most ", per_call, " per call"));
+  }
+  if (tokens.empty()) return absl::OkStatus();
+  absl::MutexLock decode_lock(&mu_);
+  DF11_ASSIGN_OR_RETURN(Slot * slot, NextSlotLocked());
+  absl::ReaderMutexLock lock(&arena_.mu());
+  const int u = plan.embedding_unit;
+  const std::span<const uint32_t> p = m.embedding_positions();
+  const char* base = arena_.AddressLocked(m.allocation()) + plan.layout.unit_offsets[u];
+  auto* out = reinterpret_cast<uint16_t*>(arena_.AddressLocked(arena_.scratch(1)));
+  uint64_t cursor = 0;
+  views_.clear();
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    // The blocks [b0, b1) that hold the row's elements [start, end).
+    const uint64_t start = plan.embedding_offset + uint64_t(tokens[k]) * hidden;
+    const uint64_t end = start + hidden;
+    const size_t b0 = std::upper_bound(p.begin(), p.end(), start) - p.begin() - 1;
+    const size_t b1 = std::lower_bound(p.begin(), p.end(), end) - p.begin();
+    codec::gpu::UnitView view =
+        plan.layout.unit_images[u].View(base, plan.unit_sizes[u], out + cursor);
+    view.first_block = static_cast<uint32_t>(b0);
+    view.n_blocks = static_cast<uint32_t>(b1 - b0);
+    view.out_first_element = p[b0];
+    views_.push_back(view);
+    rows[k] = DeviceTensor{.space = DeviceTensor::Space::kScratch1,
+                           .offset = (cursor + start - p[b0]) * sizeof(uint16_t),
+                           .bytes = row_bytes};
+    cursor += p[b1] - p[b0];
+  }
+  DF11_CHECK(cursor <= arena_.scratch_elements(1));
+  return LaunchLocked(*slot, Slot{.model = &m, .what = Slot::What::kEmbedding}, 1,
+                      /*tiled=*/false);
+}
+
+absl::Status CudaDecodeQueue::Read(const CudaPlacedModel& m, const DeviceTensor& tensor,
+                                   std::span<std::byte> out) {
+  if (tensor.space == DeviceTensor::Space::kAbsent) {
+    return absl::InvalidArgumentError("Read: an absent tensor");
+  }
+  if (out.size() != tensor.bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Read: a tensor of ", tensor.bytes, " bytes into ", out.size()));
+  }
+  DF11_RETURN_IF_ERROR(Finish());
+  absl::MutexLock decode_lock(&mu_);
+  absl::ReaderMutexLock lock(&arena_.mu());
+  CudaArena::Id id = m.allocation();
+  if (tensor.space != DeviceTensor::Space::kModel) {
+    id = arena_.scratch(tensor.space == DeviceTensor::Space::kScratch0 ? 0 : 1);
+  }
+  if (id == 0 || tensor.offset + tensor.bytes > arena_.SizeLocked(id)) {
+    return absl::OutOfRangeError(absl::StrCat("Read: bytes [", tensor.offset, ", ",
+                                              tensor.offset + tensor.bytes,
+                                              ") are outside the buffer"));
+  }
+  DF11_RETURN_IF_ERROR(device_.CopyAsync(out.data(), arena_.AddressLocked(id) + tensor.offset,
+                                         tensor.bytes, stream_->get()));
+  return device_.StreamSynchronize(stream_->get());
+}
+
+void CudaDecodeQueue::Forget(const CudaPlacedModel& m) {
+  absl::MutexLock lock(&mu_);
+  device_.StreamSynchronize(stream_->get()).IgnoreError();
+  for (Slot& slot : slots_) {
+    if (slot.model == &m) slot.pending = false;
+  }
+}
+
+}  // namespace df11::runtime

@@ -1,0 +1,507 @@
+#include "daemon/runtime/backends/cuda/cuda_model_runner.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+#include "daemon/runtime/engine/decoder_graph.h"
+
+namespace df11::runtime {
+namespace {
+
+// Passes of at most this many tokens compute the products that share an input (q, k, v; gate,
+// up) as one cuBLAS product where their weights are adjacent: at small batch, separate k and v
+// products use a fraction of the GPU (0.30 TB/s on an H100, against 1.9 for gate and up; see
+// ../shared/docs/GPU_WORK.md). Longer passes keep them apart, sparing the split's copy.
+constexpr int64_t kGroupedMaxRows = 64;
+
+}  // namespace
+
+CudaModelRunner::CudaModelRunner(GpuDevice& device, CudaArena& arena, CudaDecodeQueue& queue,
+                                 const KvPagePool& kv_pool, const Options& options,
+                                 std::string device_name)
+    : device_(device),
+      arena_(arena),
+      queue_(queue),
+      kv_pool_(kv_pool),
+      options_(options),
+      device_name_(std::move(device_name)) {}
+
+absl::Status CudaModelRunner::Init() {
+  DF11_ASSIGN_OR_RETURN(stream_, DeviceStream::Create(device_));
+  arena_.AddStream(stream_->get());
+  return absl::OkStatus();
+}
+
+CudaModelRunner::~CudaModelRunner() {
+  if (stream_ != nullptr) device_.StreamSynchronize(stream_->get()).IgnoreError();
+}
+
+absl::Status CudaModelRunner::Forward(const CudaPlacedModel& m, ForwardOps& ops,
+                                      std::span<const SequenceStep> batch,
+                                      std::span<float> logits) {
+  const int64_t V = m.config().vocab_size;
+  int64_t rows = 0;
+  for (const SequenceStep& s : batch) rows += static_cast<int64_t>(s.tokens.size());
+  absl::MutexLock forward_lock(&mu_);
+  const int64_t limit = static_cast<int64_t>(options_.max_pass_tokens);
+  if (rows <= limit) return RunPass(m, ops, batch, logits);
+  // Long prompts in passes of at most `limit` tokens, each sequence's tokens in order: a pass
+  // writes its keys and values before the next reads them. A sequence's logits are those of the
+  // pass that holds its last token.
+  std::vector<size_t> done(batch.size(), 0);
+  std::vector<SequenceStep> pass;
+  std::vector<size_t> owner;
+  std::vector<float> pass_logits;
+  while (true) {
+    pass.clear();
+    owner.clear();
+    int64_t room = limit;
+    for (size_t i = 0; i < batch.size() && room > 0; ++i) {
+      const size_t left = batch[i].tokens.size() - done[i];
+      if (left == 0) continue;
+      const size_t take = std::min<size_t>(left, static_cast<size_t>(room));
+      pass.push_back({batch[i].cache, batch[i].tokens.subspan(done[i], take)});
+      owner.push_back(i);
+      room -= static_cast<int64_t>(take);
+    }
+    if (pass.empty()) return absl::OkStatus();
+    pass_logits.resize(pass.size() * V);
+    DF11_RETURN_IF_ERROR(RunPass(m, ops, pass, pass_logits));
+    for (size_t k = 0; k < pass.size(); ++k) {
+      const size_t i = owner[k];
+      done[i] += pass[k].tokens.size();
+      if (done[i] == batch[i].tokens.size()) {
+        std::copy_n(pass_logits.begin() + k * V, V, logits.begin() + i * V);
+      }
+    }
+  }
+}
+
+
+// The CUDA backend's DecoderOps: one pass of one model, its operations enqueued on the compute
+// stream with the device's ForwardOps. Activations are BF16 in the pass's buffers, except the
+// fp32 residual stream (kResidual) and the projections into it (kBranch). Layer l + 1 decodes
+// on the decode stream while layer l computes, into the other scratch buffer; in a pass of at most
+// fused_max_rows tokens, tiled projections are multiplied by without decoding them.
+//
+// Each operation derives the device addresses it uses under mu_ held shared (compaction, which
+// takes it exclusively, waits for every stream first), so an address never outlives the lock
+// that made it.
+class CudaModelRunner::Pass final : public DecoderOps {
+ public:
+  Pass(CudaModelRunner& runner, const CudaPlacedModel& m, ForwardOps& ops,
+       std::span<const SequenceStep> batch, std::span<const int32_t> tokens,
+       std::span<const uint32_t> pages, std::span<const int32_t> row_first_page,
+       std::span<const int32_t> row_position, uint64_t positions_per_page,
+       const PassBuffers& buffers, std::span<float> logits)
+      : b_(runner),
+        m_(m),
+        c_(m.config()),
+        ops_(ops),
+        batch_(batch),
+        tokens_(tokens),
+        pages_(pages),
+        row_first_page_(row_first_page),
+        row_position_(row_position),
+        positions_per_page_(positions_per_page),
+        buffers_(buffers),
+        logits_(logits),
+        rows_(static_cast<int64_t>(tokens.size())),
+        stream_(runner.stream_->get()),
+        short_pass_(rows_ <= runner.options_.fused_max_rows) {}
+
+  // The KV metadata, then the embedding rows of the tokens (a launch's worth at a time), gathered
+  // into kNormed and widened into the residual stream with the config's scale.
+  absl::Status Embed() override {
+    {
+      absl::ReaderMutexLock lock(&b_.arena_.mu());
+      char* base = Base();
+      DF11_RETURN_IF_ERROR(
+          b_.device_.CopyAsync(base + buffers_.pages, pages_.data(), pages_.size_bytes(), stream_));
+      DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(base + buffers_.row_first_page,
+                                                 row_first_page_.data(),
+                                                 row_first_page_.size_bytes(), stream_));
+      DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(base + buffers_.row_position,
+                                                 row_position_.data(), row_position_.size_bytes(),
+                                                 stream_));
+    }
+    const int64_t H = c_.hidden_size;
+    const int64_t per_call = std::max<int64_t>(1, b_.queue_.EmbeddingRowsPerCall(m_));
+    std::vector<DeviceTensor> embedded(std::min(per_call, rows_));
+    for (int64_t first = 0; first < rows_; first += per_call) {
+      const int64_t n = std::min(per_call, rows_ - first);
+      DF11_RETURN_IF_ERROR(b_.queue_.DecodeEmbeddingRows(m_, tokens_.subspan(first, n), embedded));
+      absl::ReaderMutexLock lock(&b_.arena_.mu());
+      DF11_RETURN_IF_ERROR(b_.device_.StreamWait(stream_, b_.queue_.ready(1)));
+      for (int64_t k = 0; k < n; ++k) {
+        DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(Bf16(Activations::kNormed) + (first + k) * H,
+                                                   Tensor(embedded[k]), H * 2, stream_));
+      }
+      DF11_RETURN_IF_ERROR(b_.device_.Record(b_.queue_.free(1), stream_));
+    }
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    return ops_.Widen(Bf16(Activations::kNormed), rows_ * H, c_.embedding_scale,
+                      F32(Activations::kResidual), stream_);
+  }
+
+  // Layer l computes from scratch buffer l % 2 while layer l + 1 decodes into the other.
+  absl::Status BeginLayer(int64_t l) override {
+    if (l == 0) DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, 0, 0, SkipTiled(0)));
+    if (l + 1 < c_.num_layers) {
+      DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, l + 1, 1 - Buffer(l), SkipTiled(l + 1)));
+    }
+    layer_ = l;
+    tiled_ = short_pass_ ? m_.fused_layer(l) : nullptr;
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    return b_.device_.StreamWait(stream_, b_.queue_.ready(Buffer(l)));
+  }
+
+  absl::Status Norm(Activations in, LayerWeight weight, Activations out) override {
+    if (!IsF32(in)) return Unsupported("a norm of BF16 rows of the hidden size");
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    return ops_.FloatRmsNorm(F32(in), Weight(weight), rows_, c_.hidden_size, Eps(),
+                             c_.norm_weight_offset, Address(out), IsF32(out), stream_);
+  }
+
+  absl::Status Project(Activations in, std::span<const Product> products) override {
+    if (IsF32(in)) return Unsupported("a product of fp32 rows");
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    const bool y_fp32 = IsF32(products.front().out);
+    for (const Product& p : products) {
+      if (IsF32(p.out) != y_fp32) return Unsupported("products of one input into mixed types");
+    }
+    const uint16_t* x = Bf16(in);
+    const char* allocation = b_.arena_.AddressLocked(m_.allocation());
+    auto is_tiled = [&](const Product& p) {
+      return tiled_ != nullptr && tiled_->projections[Index(p.weight)].has_value();
+    };
+    auto tiled_product = [&](const Product& p) ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+      return ForwardOps::TiledProduct{.w = tiled_->projections[Index(p.weight)]->View(allocation),
+                                      .bias = Weight(BiasOf(p.weight)),
+                                      .y = Address(p.out)};
+    };
+    // Every weight tiled: one launch for all of them.
+    if (std::all_of(products.begin(), products.end(), is_tiled)) {
+      absl::InlinedVector<ForwardOps::TiledProduct, 3> tiled;
+      for (const Product& p : products) tiled.push_back(tiled_product(p));
+      return ops_.TiledLinear(x, rows_, tiled, y_fp32, stream_);
+    }
+    // Adjacent weights in a short pass: one product, split into the outputs.
+    if (products.size() > 1 && Adjacent(products.front().weight) && rows_ <= kGroupedMaxRows &&
+        std::none_of(products.begin(), products.end(), is_tiled)) {
+      int64_t width = 0;
+      absl::InlinedVector<ForwardOps::ColumnRange, 3> split;
+      for (const Product& p : products) {
+        split.push_back({width, Width(p.out), static_cast<uint16_t*>(Address(p.out))});
+        width += Width(p.out);
+      }
+      const LayerWeight first = products.front().weight;
+      uint16_t* grouped = reinterpret_cast<uint16_t*>(Base() + buffers_.grouped);
+      DF11_RETURN_IF_ERROR(ops_.Linear(x, Weight(first), Weight(BiasOf(first)), rows_, Width(in),
+                                       width, grouped, false, stream_));
+      return ops_.SplitColumns(grouped, rows_, width, split, stream_);
+    }
+    for (const Product& p : products) {
+      if (is_tiled(p)) {
+        const ForwardOps::TiledProduct one[] = {tiled_product(p)};
+        DF11_RETURN_IF_ERROR(ops_.TiledLinear(x, rows_, one, y_fp32, stream_));
+      } else {
+        DF11_RETURN_IF_ERROR(ops_.Linear(x, Weight(p.weight), Weight(BiasOf(p.weight)), rows_,
+                                         Width(in), Width(p.out), Address(p.out), y_fp32,
+                                         stream_));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status PrepareHeads() override {
+    const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, d = c_.head_dim;
+    const bool sliding = c_.SlidingWindow(layer_) > 0;
+    const absl::StatusOr<RopeTable>& rope = m_.rope(sliding);
+    if (!rope.ok()) return rope.status();
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    uint16_t *q = Bf16(Activations::kQuery), *k = Bf16(Activations::kKey);
+    const float offset = c_.norm_weight_offset;
+    if (const uint16_t* q_norm = Weight(LayerWeight::kQNorm); q_norm != nullptr) {
+      DF11_RETURN_IF_ERROR(ops_.RmsNorm(q, q_norm, rows_ * nh, d, Eps(), offset, q, stream_));
+      DF11_RETURN_IF_ERROR(ops_.RmsNorm(k, Weight(LayerWeight::kKNorm), rows_ * nkv, d, Eps(),
+                                        offset, k, stream_));
+    }
+    const PagedKv kv = Kv();
+    DF11_RETURN_IF_ERROR(ops_.Rope(q, rows_, nh, d, kv.row_position, *rope, stream_));
+    return ops_.Rope(k, rows_, nkv, d, kv.row_position, *rope, stream_);
+  }
+
+  // Keys and values go into the pages first: a sliding layer's pages hold every position, and
+  // attention reads only the window.
+  absl::Status Attend() override {
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    const PagedKv kv = Kv();
+    DF11_RETURN_IF_ERROR(
+        ops_.WriteKv(Bf16(Activations::kKey), Bf16(Activations::kValue), rows_, kv, stream_));
+    const AttentionShape shape{.heads = c_.num_heads,
+                               .kv_heads = c_.num_kv_heads,
+                               .head_dim = c_.head_dim,
+                               .window = c_.SlidingWindow(layer_),
+                               .scale = c_.attention_scale,
+                               .softcap = c_.attention_softcap};
+    return ops_.Attention(Bf16(Activations::kQuery), rows_, shape, kv,
+                          Bf16(Activations::kAttention), stream_);
+  }
+
+  absl::Status AddBranchAndNorm(LayerWeight norm, Activations out) override {
+    DF11_RETURN_IF_ERROR(AddBranch());
+    return Norm(Activations::kResidual, norm, out);
+  }
+
+  absl::Status GatedDown() override {
+    {
+      absl::ReaderMutexLock lock(&b_.arena_.mu());
+      uint16_t* gate = Bf16(Activations::kGate);
+      DF11_RETURN_IF_ERROR(ops_.GatedActivation(gate, Bf16(Activations::kUp),
+                                                rows_ * c_.intermediate_size, c_.activation, gate,
+                                                stream_));
+    }
+    const Product down[] = {{LayerWeight::kDown, Activations::kBranch}};
+    return Project(Activations::kGate, down);
+  }
+
+  absl::Status AddBranch() override {
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    return ops_.Add(F32(Activations::kResidual), F32(Activations::kBranch),
+                    rows_ * c_.hidden_size, stream_);
+  }
+
+  // The layer's reads of its scratch buffer are enqueued: the next decode into it may follow.
+  absl::Status EndLayer(int64_t l) override {
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    return b_.device_.Record(b_.queue_.free(Buffer(l)), stream_);
+  }
+
+  // Each sequence's last row: the final norm, then the output head, into fp32 logits copied to
+  // the host; then every decode of the pass is checked.
+  absl::Status Logits() override {
+    const int64_t H = c_.hidden_size, V = c_.vocab_size;
+    const int64_t S = static_cast<int64_t>(batch_.size());
+    const bool tiled_head = short_pass_ && m_.fused_head().has_value();
+    if (!tiled_head) DF11_RETURN_IF_ERROR(b_.queue_.DecodeHead(m_));
+    {
+      absl::ReaderMutexLock lock(&b_.arena_.mu());
+      const int head_buffer = m_.plan().head_buffer;
+      DF11_RETURN_IF_ERROR(b_.device_.StreamWait(stream_, b_.queue_.ready(head_buffer)));
+      float* last_x = reinterpret_cast<float*>(Base() + buffers_.last_x);
+      uint16_t* last = reinterpret_cast<uint16_t*>(Base() + buffers_.last);
+      int64_t r = 0;
+      for (int64_t s = 0; s < S; ++s) {
+        r += static_cast<int64_t>(batch_[s].tokens.size());
+        DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(
+            last_x + s * H, F32(Activations::kResidual) + (r - 1) * H, H * 4, stream_));
+      }
+      const uint16_t* final_norm = Tensor(DeviceTensor{.space = DeviceTensor::Space::kModel,
+                                                       .offset = m_.plan().final_norm.offset,
+                                                       .bytes = m_.plan().final_norm.bytes});
+      DF11_RETURN_IF_ERROR(ops_.FloatRmsNorm(last_x, final_norm, S, H, Eps(),
+                                             c_.norm_weight_offset, last, false, stream_));
+      auto* out = reinterpret_cast<float*>(Base() + buffers_.logits);
+      if (tiled_head) {
+        const ForwardOps::TiledProduct head[] = {
+            {.w = m_.fused_head()->View(b_.arena_.AddressLocked(m_.allocation())), .y = out}};
+        DF11_RETURN_IF_ERROR(ops_.TiledLinear(last, S, head, true, stream_));
+      } else {
+        DF11_RETURN_IF_ERROR(
+            ops_.Linear(last, Tensor(LmHeadOf(m_.plan())), nullptr, S, H, V, out, true, stream_));
+      }
+      if (c_.final_logit_softcap > 0) {
+        DF11_RETURN_IF_ERROR(ops_.SoftCap(out, S * V, c_.final_logit_softcap, stream_));
+      }
+      DF11_RETURN_IF_ERROR(b_.device_.Record(b_.queue_.free(head_buffer), stream_));
+      DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(logits_.data(), out, S * V * 4, stream_));
+    }
+    DF11_RETURN_IF_ERROR(b_.device_.StreamSynchronize(stream_));
+    return b_.queue_.Finish();
+  }
+
+ private:
+  static int Buffer(int64_t layer) { return static_cast<int>(layer % 2); }
+  static size_t Index(LayerWeight w) { return static_cast<size_t>(w); }
+  float Eps() const { return static_cast<float>(c_.rms_norm_eps); }
+  // In a short pass, a layer whose tiled units all have their sources here decodes none of them.
+  bool SkipTiled(int64_t l) const {
+    const CudaPlacedModel::FusedLayer* f = short_pass_ ? m_.fused_layer(l) : nullptr;
+    return f != nullptr && f->complete;
+  }
+  // q, k and v (gate and up) stored side by side, so that one product computes them.
+  bool Adjacent(LayerWeight first) const {
+    const LayerPlan& layer = m_.plan().layers[layer_];
+    return first == LayerWeight::kQ ? layer.qkv_adjacent
+                                    : first == LayerWeight::kGate && layer.gate_up_adjacent;
+  }
+
+  static bool IsF32(Activations a) {
+    return a == Activations::kResidual || a == Activations::kBranch;
+  }
+  int64_t Width(Activations a) const {
+    switch (a) {
+      case Activations::kQuery:
+      case Activations::kAttention: return c_.num_heads * c_.head_dim;
+      case Activations::kKey:
+      case Activations::kValue: return c_.num_kv_heads * c_.head_dim;
+      case Activations::kGate:
+      case Activations::kUp: return c_.intermediate_size;
+      default: return c_.hidden_size;
+    }
+  }
+  uint64_t Offset(Activations a) const {
+    switch (a) {
+      case Activations::kResidual: return buffers_.x;
+      case Activations::kNormed: return buffers_.h;
+      case Activations::kQuery: return buffers_.q;
+      case Activations::kKey: return buffers_.k;
+      case Activations::kValue: return buffers_.v;
+      case Activations::kAttention: return buffers_.attn;
+      case Activations::kGate: return buffers_.gate;
+      case Activations::kUp: return buffers_.up;
+      case Activations::kBranch: return buffers_.tmp;
+    }
+    return 0;
+  }
+  char* Base() const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) { return b_.arena_.AddressLocked(buffers_.id); }
+  void* Address(Activations a) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+    return Base() + Offset(a);
+  }
+  uint16_t* Bf16(Activations a) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+    return static_cast<uint16_t*>(Address(a));
+  }
+  float* F32(Activations a) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+    return static_cast<float*>(Address(a));
+  }
+  const uint16_t* Tensor(const DeviceTensor& t) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+    if (t.space == DeviceTensor::Space::kAbsent) return nullptr;
+    const ArenaAllocator::Id id = t.space == DeviceTensor::Space::kModel      ? m_.allocation()
+                                  : t.space == DeviceTensor::Space::kScratch0 ? b_.arena_.scratch(0)
+                                                                              : b_.arena_.scratch(1);
+    return reinterpret_cast<const uint16_t*>(b_.arena_.AddressLocked(id) + t.offset);
+  }
+  // The current layer's weight (nullptr when it has none), decoded or resident.
+  const uint16_t* Weight(LayerWeight w) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+    return Tensor(LayerTensorOf(m_.plan(), layer_, Buffer(layer_), Index(w)));
+  }
+  PagedKv Kv() const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+    return PagedKv{
+        .pool = b_.arena_.AddressLocked(b_.arena_.kv_pool()),
+        .page_bytes = b_.kv_pool_.page_bytes(),
+        .positions_per_page = static_cast<int64_t>(positions_per_page_),
+        .layer = layer_,
+        .kv_heads = c_.num_kv_heads,
+        .head_dim = c_.head_dim,
+        .pages = reinterpret_cast<const uint32_t*>(Base() + buffers_.pages),
+        .row_first_page = reinterpret_cast<const int32_t*>(Base() + buffers_.row_first_page),
+        .row_position = reinterpret_cast<const int32_t*>(Base() + buffers_.row_position)};
+  }
+  absl::Status Unsupported(const char* what) const {
+    return absl::InternalError(absl::StrCat("the CUDA backend has no ", what));
+  }
+
+  CudaModelRunner& b_;
+  const CudaPlacedModel& m_;
+  const ModelConfig& c_;
+  ForwardOps& ops_;
+  const std::span<const SequenceStep> batch_;
+  const std::span<const int32_t> tokens_;
+  const std::span<const uint32_t> pages_;
+  const std::span<const int32_t> row_first_page_, row_position_;
+  const uint64_t positions_per_page_;
+  const PassBuffers& buffers_;
+  const std::span<float> logits_;
+  const int64_t rows_;
+  const GpuDevice::Stream stream_;
+  const bool short_pass_;
+  int64_t layer_ = 0;
+  const CudaPlacedModel::FusedLayer* tiled_ = nullptr;  // the current layer's, in short passes
+};
+
+absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
+                                      std::span<const SequenceStep> batch,
+                                      std::span<float> logits) {
+  const ModelConfig& c = m.config();
+  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
+  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const int64_t S = static_cast<int64_t>(batch.size());
+  // Per row: its position and its sequence's first page in `pages`.
+  std::vector<uint32_t> pages;
+  std::vector<int32_t> row_first_page, row_position, tokens;
+  uint64_t positions_per_page = 0;
+  for (const SequenceStep& s : batch) {
+    const auto* cache = static_cast<const CudaKvCache*>(s.cache);
+    positions_per_page = cache->table().positions_per_page;
+    for (size_t t = 0; t < s.tokens.size(); ++t) {
+      row_first_page.push_back(static_cast<int32_t>(pages.size()));
+      row_position.push_back(static_cast<int32_t>(s.cache->length() + t));
+    }
+    pages.insert(pages.end(), cache->table().pages.begin(), cache->table().pages.end());
+    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+  }
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+
+  // The pass's buffers, one arena allocation: activations, logits and the KV metadata.
+  PassBuffers b;
+  uint64_t bytes = 0;
+  auto take = [&bytes](uint64_t& at, uint64_t n) {
+    at = bytes;
+    bytes += (n + 255) / 256 * 256;
+  };
+  take(b.x, rows * H * 4);
+  take(b.h, rows * H * 2);
+  take(b.tmp, rows * H * 4);
+  take(b.q, rows * nh * d * 2);
+  take(b.k, rows * nkv * d * 2);
+  take(b.v, rows * nkv * d * 2);
+  take(b.attn, rows * nh * d * 2);
+  take(b.gate, rows * I * 2);
+  take(b.up, rows * I * 2);
+  if (rows <= kGroupedMaxRows) take(b.grouped, rows * std::max(nh * d + 2 * nkv * d, 2 * I) * 2);
+  take(b.last, S * H * 2);
+  take(b.last_x, S * H * 4);
+  take(b.logits, S * V * 4);
+  take(b.pages, pages.size() * 4);
+  take(b.row_first_page, rows * 4);
+  take(b.row_position, rows * 4);
+  // The buffers stay allocated from pass to pass (no arena work on the per-token path); they grow
+  // when a pass needs more.
+  {
+    absl::MutexLock lock(&arena_.mu());
+    DF11_ASSIGN_OR_RETURN(b.id, arena_.AcquirePassBuffersLocked(bytes));
+  }
+  absl::Status status;
+  {
+    Pass pass(*this, m, ops, batch, tokens, pages, row_first_page, row_position,
+              positions_per_page, b, logits);
+    status = RunDecoder(c, pass);
+  }
+  // Every launch that reads the buffers has finished before another allocation may take them.
+  absl::Status synced = device_.StreamSynchronize(stream_->get());
+  // The tiled products' error flag, read (and cleared) on every path, so that a pass that stopped
+  // early leaves nothing to the next.
+  if (rows <= options_.fused_max_rows && m.tiled_units() > 0) {
+    if (absl::Status s = ops.CheckTiled(stream_->get()); !s.ok() && synced.ok()) {
+      synced = absl::Status(s.code(), absl::StrCat("a forward pass of ", m.label(), " on ",
+                                                   device_name_, ": ", s.message()));
+    }
+  }
+  {
+    absl::MutexLock lock(&arena_.mu());
+    arena_.ReleasePassBuffersLocked();
+  }
+  DF11_RETURN_IF_ERROR(status);
+  DF11_RETURN_IF_ERROR(synced);
+  for (const SequenceStep& s : batch) {
+    static_cast<CudaKvCache*>(s.cache)->Advance(static_cast<int64_t>(s.tokens.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace df11::runtime

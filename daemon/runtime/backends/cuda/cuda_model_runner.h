@@ -1,0 +1,87 @@
+// The CUDA backend's forward passes: a batch of sequences of one resident model through the
+// decoder graph (decoder_graph.h), its operations enqueued on a compute stream with the device's
+// ForwardOps. Activations are BF16 beside an fp32 residual stream; products use the decoded
+// scratch (or resident BF16 tensors) through cuBLAS, attention reads each sequence's KV pages,
+// logits are fp32. Layer l + 1 decodes on the decode queue's stream while layer l computes. A pass
+// of at most fused_max_rows tokens decodes no tiled unit: its layers (and the head) multiply by the
+// tiled matrices with ForwardOps::TiledLinear, the products that share an input (q, k, v; gate, up)
+// in one launch. Other short passes (up to 64 tokens) compute those as one cuBLAS product where
+// the weights are adjacent, and split the result. A pass's buffers are one arena allocation
+// (CudaArena::AcquirePassBuffersLocked). A long prompt runs in passes of at most max_pass_tokens.
+//
+// One pass at a time: mu() is held for a whole Forward, and placement takes it too, so that the
+// scratch never moves under a pass.
+#ifndef DF11_DAEMON_RUNTIME_BACKENDS_CUDA_CUDA_MODEL_RUNNER_H_
+#define DF11_DAEMON_RUNTIME_BACKENDS_CUDA_CUDA_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/runtime/engine/backend.h"
+#include "daemon/runtime/backends/cuda/cuda_arena.h"
+#include "daemon/runtime/backends/cuda/cuda_decode_queue.h"
+#include "daemon/runtime/backends/cuda/cuda_placed_model.h"
+#include "daemon/runtime/backends/cuda/forward_ops.h"
+#include "daemon/runtime/backends/cuda/gpu_device.h"
+#include "daemon/runtime/backends/cuda/gpu_handles.h"
+#include "daemon/runtime/backends/cuda/kv_page_pool.h"
+
+namespace df11::runtime {
+
+class CudaModelRunner {
+ public:
+  struct Options {
+    uint64_t max_pass_tokens = 2048;
+    int64_t fused_max_rows = ForwardOps::kMaxTiledRows;
+  };
+
+  CudaModelRunner(GpuDevice& device, CudaArena& arena, CudaDecodeQueue& queue,
+                  const KvPagePool& kv_pool, const Options& options, std::string device_name);
+  absl::Status Init();
+  ~CudaModelRunner();
+
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
+
+  // Backend::Forward for a batch already checked (the caches are this backend's, with room; the
+  // tokens are in the vocabulary), with `ops`.
+  absl::Status Forward(const CudaPlacedModel& m, ForwardOps& ops,
+                       std::span<const SequenceStep> batch, std::span<float> logits)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // One pass's operations: the decoder graph's on this backend.
+  class Pass;
+  // Offsets of one pass's buffers in its arena allocation `id`.
+  struct PassBuffers {
+    CudaArena::Id id = 0;
+    uint64_t x = 0, h = 0, tmp = 0, q = 0, k = 0, v = 0, attn = 0, gate = 0, up = 0, last = 0;
+    // BF16 outputs of a grouped product (q, k, v or gate, up) before the split, in short passes.
+    uint64_t grouped = 0;
+    // fp32: x (the residual stream), tmp (a projection into it) and each sequence's last row of
+    // x (last_x).
+    uint64_t last_x = 0;
+    uint64_t logits = 0, pages = 0, row_first_page = 0, row_position = 0;
+  };
+  // One pass over at most max_pass_tokens tokens.
+  absl::Status RunPass(const CudaPlacedModel& m, ForwardOps& ops,
+                       std::span<const SequenceStep> batch, std::span<float> logits)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  GpuDevice& device_;
+  CudaArena& arena_;
+  CudaDecodeQueue& queue_;
+  const KvPagePool& kv_pool_;
+  const Options options_;
+  const std::string device_name_;
+  mutable absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(arena_.mu());
+  std::unique_ptr<DeviceStream> stream_;
+};
+
+}  // namespace df11::runtime
+
+#endif  // DF11_DAEMON_RUNTIME_BACKENDS_CUDA_CUDA_MODEL_RUNNER_H_

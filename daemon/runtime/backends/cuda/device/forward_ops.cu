@@ -1,0 +1,517 @@
+// ForwardOps on a CUDA device: matrix products by cuBLAS (BF16 inputs, fp32 accumulation), the
+// other operations by the kernels below, each the reference's arithmetic (forward_reference.cc)
+// with fp32 sums reduced in a different order.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
+#include "codec/cuda/cuda_status.h"
+#include "codec/gpu_tiled.h"
+#include "daemon/runtime/backends/cuda/device/forward_ops.h"
+
+namespace df11::runtime::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float Load(const uint16_t* p, int64_t i) {
+  return __bfloat162float(__ushort_as_bfloat16(p[i]));
+}
+__device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ void Store(uint16_t* p, int64_t i, float v) {
+  p[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+__device__ __forceinline__ void Store(float* p, int64_t i, float v) { p[i] = v; }
+
+int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+
+cudaStream_t AsCuda(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+absl::Status Launched(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
+}
+
+absl::Status Cublas(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cublasGetStatusString(s)));
+}
+
+// Fills y[rows][out] with the bias row, so that the product adds onto it (beta 1): for fp32
+// outputs only, since with a BF16 output cuBLAS rounds the product to BF16 before adding it.
+template <typename Out>
+__global__ void BroadcastBias(const uint16_t* bias, int64_t rows, int64_t out, Out* y) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < rows * out) Store(y, i, Load(bias, i % out));
+}
+
+// One block per row: the sum of squares in fp32, then the scaled row.
+template <typename In, typename Out>
+__global__ void RmsNormKernel(const In* x, const uint16_t* w, int64_t n, float eps, float offset,
+                              Out* y) {
+  const In* row = x + blockIdx.x * n;
+  Out* out = y + blockIdx.x * n;
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = Load(row, i);
+    sum += v * v;
+  }
+  __shared__ float partial[kThreads / 32];
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    sum = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
+    if (threadIdx.x == 0) partial[0] = sum;
+  }
+  __syncthreads();
+  const float scale = 1.0f / sqrtf(partial[0] / static_cast<float>(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    Store(out, i, Load(row, i) * scale * (offset + Load(w, i)));
+  }
+}
+
+// One thread per (row, head, frequency).
+__global__ void RopeKernel(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
+                           const int32_t* row_position, RopeTable t) {
+  const int64_t half = t.rotary_dim / 2;
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= rows * heads * half) return;
+  const int64_t f = i % half, rh = i / half, r = rh / heads;
+  const int64_t pos = row_position[r];
+  const float inverse = pos >= t.long_from ? t.long_inverse[f] : t.inverse[f];
+  const float angle = static_cast<float>(pos) * inverse;
+  const float cos = cosf(angle) * t.scale, sin = sinf(angle) * t.scale;
+  uint16_t* v = x + rh * head_dim;
+  const float a = Load(v, f), b = Load(v, f + half);
+  Store(v, f, a * cos - b * sin);
+  Store(v, f + half, b * cos + a * sin);
+}
+
+__device__ __forceinline__ uint16_t* KvAt(const PagedKv& kv, int64_t r, int64_t pos, bool value) {
+  const uint32_t page = kv.pages[kv.row_first_page[r] + pos / kv.positions_per_page];
+  const int64_t slot = pos % kv.positions_per_page;
+  const uint64_t plane = uint64_t(kv.positions_per_page) * kv.kv_heads * kv.head_dim * 2;
+  const uint64_t offset =
+      2 * plane * kv.layer + uint64_t(slot) * kv.kv_heads * kv.head_dim * 2 + (value ? plane : 0);
+  return reinterpret_cast<uint16_t*>(kv.pool + uint64_t{page} * kv.page_bytes + offset);
+}
+
+// One thread per (row, element of its keys).
+__global__ void WriteKvKernel(const uint16_t* k, const uint16_t* v, int64_t rows, PagedKv kv) {
+  const int64_t row = kv.kv_heads * kv.head_dim;
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= rows * row) return;
+  const int64_t r = i / row, e = i % row;
+  const int64_t pos = kv.row_position[r];
+  KvAt(kv, r, pos, false)[e] = k[i];
+  KvAt(kv, r, pos, true)[e] = v[i];
+}
+
+constexpr int kMaxHeadDim = 256;
+constexpr int kWarps = kThreads / 32;
+
+// One block per (row, query head); each warp takes every kWarps-th position and keeps an online
+// softmax (running max m, sum l, and the weighted values, head_dim / 32 per lane); the warps'
+// states are merged at the end.
+__global__ void AttentionKernel(const uint16_t* q, AttentionShape s, PagedKv kv, uint16_t* out) {
+  const int64_t r = blockIdx.x / s.heads, h = blockIdx.x % s.heads;
+  const int64_t d = s.head_dim, kvh = h / (s.heads / s.kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int per_lane = static_cast<int>((d + 31) / 32);
+  const int64_t pos = kv.row_position[r];
+  const int64_t first = s.window > 0 ? max(int64_t{0}, pos - s.window + 1) : 0;
+  float qv[kMaxHeadDim / 32], acc[kMaxHeadDim / 32];
+  const uint16_t* qh = q + (r * s.heads + h) * d;
+  for (int e = 0; e < per_lane; ++e) {
+    const int64_t i = lane + 32 * e;
+    qv[e] = i < d ? Load(qh, i) : 0.0f;
+    acc[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t j = first + warp; j <= pos; j += kWarps) {
+    const uint16_t* k = KvAt(kv, r, j, false) + kvh * d;
+    float dot = 0;
+    for (int e = 0; e < per_lane; ++e) {
+      const int64_t i = lane + 32 * e;
+      if (i < d) dot += qv[e] * Load(k, i);
+    }
+    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
+    float score = dot * s.scale;
+    if (s.softcap > 0) score = tanhf(score / s.softcap) * s.softcap;
+    const float m_new = fmaxf(m, score);
+    const float correction = expf(m - m_new), p = expf(score - m_new);
+    l = l * correction + p;
+    const uint16_t* v = KvAt(kv, r, j, true) + kvh * d;
+    for (int e = 0; e < per_lane; ++e) {
+      const int64_t i = lane + 32 * e;
+      acc[e] = acc[e] * correction + (i < d ? p * Load(v, i) : 0.0f);
+    }
+    m = m_new;
+  }
+  __shared__ float warp_m[kWarps], warp_l[kWarps];
+  __shared__ float warp_acc[kWarps][kMaxHeadDim];
+  if (lane == 0) {
+    warp_m[warp] = m;
+    warp_l[warp] = l;
+  }
+  for (int e = 0; e < per_lane; ++e) {
+    const int64_t i = lane + 32 * e;
+    if (i < d) warp_acc[warp][i] = acc[e];
+  }
+  __syncthreads();
+  float m_all = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, warp_m[w]);
+  float l_all = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp_l[w] > 0) l_all += warp_l[w] * expf(warp_m[w] - m_all);
+  }
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    float sum = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      if (warp_l[w] > 0) sum += warp_acc[w][i] * expf(warp_m[w] - m_all);
+    }
+    Store(out, (r * s.heads + h) * d + i, sum / l_all);
+  }
+}
+
+__global__ void GatedActivationKernel(const uint16_t* gate, const uint16_t* up, int64_t n,
+                                      bool gelu_tanh, uint16_t* y) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const float g = Load(gate, i);
+  float a;
+  if (gelu_tanh) {
+    constexpr float kBeta = 0.7978845608028654f;  // sqrt(2 / pi)
+    a = 0.5f * g * (1.0f + tanhf(kBeta * (g + 0.044715f * g * g * g)));
+  } else {
+    a = g / (1.0f + expf(-g));
+  }
+  Store(y, i, a * Load(up, i));
+}
+
+__global__ void AddKernel(float* x, const float* y, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) x[i] += y[i];
+}
+
+__global__ void WidenKernel(const uint16_t* in, int64_t n, float scale, float* out) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = Load(in, i) * scale;
+}
+
+__global__ void SoftCapKernel(float* x, int64_t n, float cap) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) x[i] = tanhf(x[i] / cap) * cap;
+}
+
+__global__ void SplitColumnsKernel(const uint16_t* in, int64_t rows, int64_t in_width,
+                                   int64_t first, int64_t width, uint16_t* out) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < rows * width) out[i] = in[(i / width) * in_width + first + i % width];
+}
+
+// Bytes of the workspace kept for TiledLinear's launches: its error flag and up to 64 views.
+constexpr uint64_t kTiledWorkspace = 8 << 10;
+
+class CudaForwardOps final : public ForwardOps {
+ public:
+  CudaForwardOps(cublasHandle_t handle, cublasLtHandle_t lt) : handle_(handle), lt_(lt) {}
+  ~CudaForwardOps() override {
+    for (auto& [shape, plan] : bias_plans_) plan.Destroy();
+    cublasLtDestroy(lt_);
+    cublasDestroy(handle_);
+  }
+
+  // The first kTiledWorkspace bytes serve TiledLinear's launches (its error flag and views);
+  // cuBLAS has the rest.
+  absl::Status UseWorkspace(void* device, uint64_t bytes) override {
+    if (bytes < 2 * kTiledWorkspace) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a workspace of ", bytes, " bytes; at least ", 2 * kTiledWorkspace));
+    }
+    tiled_workspace_ = device;
+    cublas_workspace_ = static_cast<char*>(device) + kTiledWorkspace;
+    cublas_workspace_bytes_ = bytes - kTiledWorkspace;
+    // The backend's streams do not wait for the legacy stream: finish the clear here.
+    DF11_CUDA_RETURN_IF_ERROR(cudaMemset(device, 0, kTiledWorkspace));
+    DF11_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    return Cublas(cublasSetWorkspace(handle_, cublas_workspace_, cublas_workspace_bytes_),
+                  "cublasSetWorkspace");
+  }
+
+  absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
+                            std::span<const ColumnRange> pieces, Stream stream) override {
+    for (const ColumnRange& p : pieces) {
+      if (p.first < 0 || p.width < 0 || p.first + p.width > in_width) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("SplitColumns: columns ", p.first, " + ", p.width, " of ", in_width));
+      }
+      if (rows * p.width == 0) continue;
+      SplitColumnsKernel<<<Blocks(rows * p.width), kThreads, 0, AsCuda(stream)>>>(
+          in, rows, in_width, p.first, p.width, p.out);
+      DF11_RETURN_IF_ERROR(Launched("SplitColumns"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
+                           bool y_fp32, Stream stream) override {
+    if (rows == 0 || products.empty()) return absl::OkStatus();
+    if (tiled_workspace_ == nullptr)
+      return absl::FailedPreconditionError("TiledLinear: no workspace");
+    // The backend passes at most 3 products (q, k, v): no allocation per call.
+    absl::InlinedVector<codec::gpu::TiledGemvView, 3> views;
+    for (const TiledProduct& p : products) {
+      views.push_back(
+          {.matrix = p.w, .x = x, .y = p.y, .ldx = p.w.cols, .ldy = p.w.rows, .bias = p.bias});
+    }
+    return codec::gpu::TiledGemv(
+        views, static_cast<int>(rows), codec::gpu::TiledType::kBf16,
+        y_fp32 ? codec::gpu::TiledType::kF32 : codec::gpu::TiledType::kBf16, tiled_workspace_,
+        kTiledWorkspace, stream, 0,
+        /*keep_error=*/true);
+  }
+
+  absl::Status CheckTiled(Stream stream) override {
+    if (tiled_workspace_ == nullptr) return absl::OkStatus();
+    const absl::Status s = codec::gpu::CheckDecoded(tiled_workspace_, stream);
+    if (absl::IsDataLoss(s)) {
+      DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(tiled_workspace_, 0, 4, AsCuda(stream)));
+      return absl::DataLossError(absl::StrCat("tiled product: ", s.message()));
+    }
+    return s;
+  }
+
+  absl::Status Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t rows,
+                      int64_t in, int64_t out, void* y, bool y_fp32, Stream stream) override {
+    if (rows == 0) return absl::OkStatus();
+    if (bias != nullptr && !y_fp32) return BiasLinear(x, w, bias, rows, in, out, y, stream);
+    const float alpha = 1.0f, beta = bias != nullptr ? 1.0f : 0.0f;
+    if (bias != nullptr) {
+      BroadcastBias<<<Blocks(rows * out), kThreads, 0, AsCuda(stream)>>>(bias, rows, out,
+                                                                          static_cast<float*>(y));
+      DF11_RETURN_IF_ERROR(Launched("bias"));
+    }
+    DF11_RETURN_IF_ERROR(UseStream(AsCuda(stream)));
+    // Column-major: y^T [out x rows] = W [out x in] · x^T [in x rows]; W row-major is W^T
+    // column-major, hence OP_T.
+    return Cublas(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+                               static_cast<int>(rows), static_cast<int>(in), &alpha, w,
+                               CUDA_R_16BF, static_cast<int>(in), x, CUDA_R_16BF,
+                               static_cast<int>(in), &beta, y, y_fp32 ? CUDA_R_32F : CUDA_R_16BF,
+                               static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                  "cublasGemmEx");
+  }
+
+  absl::Status RmsNorm(const uint16_t* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
+                       float offset, uint16_t* y, Stream stream) override {
+    if (rows == 0) return absl::OkStatus();
+    RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, AsCuda(stream)>>>(x, w, n, eps,
+                                                                                 offset, y);
+    return Launched("RmsNorm");
+  }
+
+  absl::Status FloatRmsNorm(const float* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
+                            float offset, void* y, bool y_fp32, Stream stream) override {
+    if (rows == 0) return absl::OkStatus();
+    if (y_fp32) {
+      RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, AsCuda(stream)>>>(
+          x, w, n, eps, offset, static_cast<float*>(y));
+    } else {
+      RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, AsCuda(stream)>>>(
+          x, w, n, eps, offset, static_cast<uint16_t*>(y));
+    }
+    return Launched("FloatRmsNorm");
+  }
+
+  absl::Status Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
+                    const int32_t* row_position, const RopeTable& table, Stream stream) override {
+    const int64_t n = rows * heads * (table.rotary_dim / 2);
+    if (n == 0) return absl::OkStatus();
+    RopeKernel<<<Blocks(n), kThreads, 0, AsCuda(stream)>>>(x, rows, heads, head_dim, row_position,
+                                                           table);
+    return Launched("Rope");
+  }
+
+  absl::Status WriteKv(const uint16_t* k, const uint16_t* v, int64_t rows, const PagedKv& kv,
+                       Stream stream) override {
+    const int64_t n = rows * kv.kv_heads * kv.head_dim;
+    if (n == 0) return absl::OkStatus();
+    WriteKvKernel<<<Blocks(n), kThreads, 0, AsCuda(stream)>>>(k, v, rows, kv);
+    return Launched("WriteKv");
+  }
+
+  absl::Status Attention(const uint16_t* q, int64_t rows, const AttentionShape& shape,
+                         const PagedKv& kv, uint16_t* out, Stream stream) override {
+    if (shape.head_dim > kMaxHeadDim) {
+      return absl::InvalidArgumentError(absl::StrCat("attention over heads of ", shape.head_dim,
+                                                     "; the kernel takes up to ", kMaxHeadDim));
+    }
+    if (rows == 0) return absl::OkStatus();
+    AttentionKernel<<<static_cast<unsigned>(rows * shape.heads), kThreads, 0, AsCuda(stream)>>>(
+        q, shape, kv, out);
+    return Launched("Attention");
+  }
+
+  absl::Status GatedActivation(const uint16_t* gate, const uint16_t* up, int64_t n,
+                               Activation activation, uint16_t* y, Stream stream) override {
+    if (n == 0) return absl::OkStatus();
+    GatedActivationKernel<<<Blocks(n), kThreads, 0, AsCuda(stream)>>>(
+        gate, up, n, activation == Activation::kGeluTanh, y);
+    return Launched("GatedActivation");
+  }
+
+  absl::Status Add(float* x, const float* y, int64_t n, Stream stream) override {
+    if (n == 0) return absl::OkStatus();
+    AddKernel<<<Blocks(n), kThreads, 0, AsCuda(stream)>>>(x, y, n);
+    return Launched("Add");
+  }
+
+  absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
+                     Stream stream) override {
+    if (n == 0) return absl::OkStatus();
+    WidenKernel<<<Blocks(n), kThreads, 0, AsCuda(stream)>>>(in, n, scale, out);
+    return Launched("Widen");
+  }
+
+  absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) override {
+    if (n == 0) return absl::OkStatus();
+    SoftCapKernel<<<Blocks(n), kThreads, 0, AsCuda(stream)>>>(x, n, cap);
+    return Launched("SoftCap");
+  }
+
+ private:
+  // A cuBLASLt product with its bias added in the epilogue, in fp32 before the one rounding to
+  // BF16 (what the reference and PyTorch's linear give), per shape: descriptors and algorithm.
+  struct BiasPlan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo = {};
+    void Destroy() {
+      if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
+      if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+      if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+      if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    }
+  };
+
+  absl::StatusOr<BiasPlan*> BiasPlanFor(int64_t rows, int64_t in, int64_t out) {
+    const auto key = std::make_tuple(rows, in, out);
+    if (auto it = bias_plans_.find(key); it != bias_plans_.end()) return &it->second;
+    BiasPlan plan;
+    absl::Status s = [&]() -> absl::Status {
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLt"));
+      const cublasOperation_t transpose = CUBLAS_OP_T;
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      DF11_RETURN_IF_ERROR(Cublas(
+          cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                         sizeof(transpose)),
+          "cublasLt TRANSA"));
+      DF11_RETURN_IF_ERROR(Cublas(
+          cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                         sizeof(epilogue)),
+          "cublasLt EPILOGUE"));
+      // Column-major, as Linear: W^T is [in x out], x^T [in x rows], y^T [out x rows].
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, in, out, in), "cublasLt A"));
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, in, rows, in), "cublasLt B"));
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatrixLayoutCreate(&plan.d, CUDA_R_16BF, out, rows, out), "cublasLt D"));
+      cublasLtMatmulPreference_t preference = nullptr;
+      DF11_RETURN_IF_ERROR(
+          Cublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLt preference"));
+      const size_t workspace = cublas_workspace_bytes_;
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace, sizeof(workspace));
+      cublasLtMatmulHeuristicResult_t result = {};
+      int found = 0;
+      const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
+          lt_, plan.op, plan.a, plan.b, plan.d, plan.d, preference, 1, &result, &found);
+      cublasLtMatmulPreferenceDestroy(preference);
+      DF11_RETURN_IF_ERROR(Cublas(h, "cublasLtMatmulAlgoGetHeuristic"));
+      if (found == 0) {
+        return absl::InternalError(absl::StrCat("cuBLASLt has no algorithm for a product of ",
+                                                rows, " x ", in, " by ", in, " x ", out,
+                                                " with a bias"));
+      }
+      plan.algo = result.algo;
+      return absl::OkStatus();
+    }();
+    if (!s.ok()) {
+      plan.Destroy();
+      return s;
+    }
+    return &bias_plans_.emplace(key, plan).first->second;
+  }
+
+  absl::Status BiasLinear(const uint16_t* x, const uint16_t* w, const uint16_t* bias,
+                          int64_t rows, int64_t in, int64_t out, void* y, Stream stream) {
+    DF11_ASSIGN_OR_RETURN(BiasPlan * plan, BiasPlanFor(rows, in, out));
+    DF11_RETURN_IF_ERROR(Cublas(cublasLtMatmulDescSetAttribute(plan->op,
+                                                               CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                               &bias, sizeof(bias)),
+                                "cublasLt BIAS_POINTER"));
+    const float alpha = 1.0f, beta = 0.0f;
+    return Cublas(cublasLtMatmul(lt_, plan->op, &alpha, w, plan->a, x, plan->b, &beta, y, plan->d,
+                                 y, plan->d, &plan->algo, cublas_workspace_,
+                                 cublas_workspace_bytes_, AsCuda(stream)),
+                  "cublasLtMatmul");
+  }
+
+  // cublasSetStream puts cuBLAS back on its own workspace pool, outside the arena's accounting:
+  // the arena's workspace is set again after each change of stream.
+  absl::Status UseStream(cudaStream_t stream) {
+    if (stream == stream_) return absl::OkStatus();
+    DF11_RETURN_IF_ERROR(Cublas(cublasSetStream(handle_, stream), "cublasSetStream"));
+    stream_ = stream;
+    if (cublas_workspace_ == nullptr) return absl::OkStatus();
+    return Cublas(cublasSetWorkspace(handle_, cublas_workspace_, cublas_workspace_bytes_),
+                  "cublasSetWorkspace");
+  }
+
+  const cublasHandle_t handle_;
+  const cublasLtHandle_t lt_;
+  absl::flat_hash_map<std::tuple<int64_t, int64_t, int64_t>, BiasPlan> bias_plans_;
+  void* tiled_workspace_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  uint64_t cublas_workspace_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ForwardOps>> NewForwardOps() {
+  cublasHandle_t handle = nullptr;
+  DF11_RETURN_IF_ERROR(Cublas(cublasCreate(&handle), "cublasCreate"));
+  // Tensor-core products in fp32 accumulation. cuBLAS's default lets split-K products reduce
+  // their partial sums in the output type (BF16 here), which costs the result up to an ulp of
+  // the partials: disallowed.
+  const cublasStatus_t s = cublasSetMathMode(
+      handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                        CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(handle);
+    return Cublas(s, "cublasSetMathMode");
+  }
+  cublasLtHandle_t lt = nullptr;
+  if (const cublasStatus_t l = cublasLtCreate(&lt); l != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(handle);
+    return Cublas(l, "cublasLtCreate");
+  }
+  return std::unique_ptr<ForwardOps>(new CudaForwardOps(handle, lt));
+}
+
+}  // namespace df11::runtime::cuda

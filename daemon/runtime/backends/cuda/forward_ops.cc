@@ -1,0 +1,29 @@
+#include "daemon/runtime/backends/cuda/forward_ops.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace df11::runtime {
+
+absl::StatusOr<RopeTable> RopeTable::Of(const RotaryEmbedding& rope, int64_t rotary_dim) {
+  if (rotary_dim / 2 > kMaxFrequencies || rotary_dim < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RoPE over ", rotary_dim, " dimensions; the GPU kernels take 2 to ", 2 * kMaxFrequencies));
+  }
+  RopeTable t;
+  t.rotary_dim = static_cast<int32_t>(rotary_dim);
+  t.scale = rope.scale();
+  t.long_from = rope.long_from();
+  const std::vector<float>& inverse = rope.InverseFrequencies(0);
+  std::copy(inverse.begin(), inverse.end(), t.inverse);
+  if (t.long_from < std::numeric_limits<int64_t>::max()) {
+    const std::vector<float>& long_inverse = rope.InverseFrequencies(t.long_from);
+    std::copy(long_inverse.begin(), long_inverse.end(), t.long_inverse);
+  }
+  return t;
+}
+
+}  // namespace df11::runtime

@@ -1,0 +1,48 @@
+// ForwardOps computed on the host, one operation after another, rounding as the kernels do
+// (format::FloatToBf16): the definition of what each operation gives (forward_ops.h), used by the
+// tests' emulated GPU, whose "device" memory is host memory, and as the reference the CUDA
+// kernels are checked against.
+#ifndef DF11_DAEMON_RUNTIME_BACKENDS_CUDA_FORWARD_REFERENCE_H_
+#define DF11_DAEMON_RUNTIME_BACKENDS_CUDA_FORWARD_REFERENCE_H_
+
+#include <atomic>
+
+#include "daemon/runtime/backends/cuda/forward_ops.h"
+
+namespace df11::runtime {
+
+class ReferenceForwardOps final : public ForwardOps {
+ public:
+  absl::Status UseWorkspace(void* device, uint64_t bytes) override { return absl::OkStatus(); }
+  absl::Status Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t rows,
+                      int64_t in, int64_t out, void* y, bool y_fp32, Stream stream) override;
+  absl::Status RmsNorm(const uint16_t* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
+                       float offset, uint16_t* y, Stream stream) override;
+  absl::Status FloatRmsNorm(const float* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
+                            float offset, void* y, bool y_fp32, Stream stream) override;
+  absl::Status Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
+                    const int32_t* row_position, const RopeTable& table, Stream stream) override;
+  absl::Status WriteKv(const uint16_t* k, const uint16_t* v, int64_t rows, const PagedKv& kv,
+                       Stream stream) override;
+  absl::Status Attention(const uint16_t* q, int64_t rows, const AttentionShape& shape,
+                         const PagedKv& kv, uint16_t* out, Stream stream) override;
+  absl::Status GatedActivation(const uint16_t* gate, const uint16_t* up, int64_t n,
+                               Activation activation, uint16_t* y, Stream stream) override;
+  absl::Status Add(float* x, const float* y, int64_t n, Stream stream) override;
+  absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
+                     Stream stream) override;
+  absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) override;
+  absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
+                            std::span<const ColumnRange> pieces, Stream stream) override;
+  // Decodes each matrix with the GPU kernels' steps (codec::DecodeTiledView), then Linear.
+  absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
+                           bool y_fp32, Stream stream) override;
+  absl::Status CheckTiled(Stream stream) override;
+
+ private:
+  std::atomic<bool> tiled_error_{false};
+};
+
+}  // namespace df11::runtime
+
+#endif  // DF11_DAEMON_RUNTIME_BACKENDS_CUDA_FORWARD_REFERENCE_H_
