@@ -121,6 +121,32 @@ TEST(ReferenceForwardOpsTest, LinearAndNormsAgreeWithDoubleSums) {
   }
 }
 
+// The fused add + norm: the residual stream gets the branch, and the norm is of the new stream,
+// against double sums.
+TEST(ReferenceForwardOpsTest, AddRmsNormNormalisesTheSum) {
+  const int64_t rows = 2, n = 48;
+  const std::vector<float> y = ToFloat(RandomBf16(rows * n, 5));
+  std::vector<float> x = ToFloat(RandomBf16(rows * n, 6));
+  const std::vector<float> x0 = x;
+  const std::vector<uint16_t> norm = RandomBf16(n, 7, 0.1f);
+  std::vector<uint16_t> out(rows * n);
+  ReferenceForwardOps ops;
+  DF11_ASSERT_OK(
+      ops.AddRmsNorm(x.data(), y.data(), norm.data(), rows, n, 1e-6f, 0.0f, out.data(), nullptr));
+  for (int64_t r = 0; r < rows; ++r) {
+    double squares = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(x[r * n + i], x0[r * n + i] + y[r * n + i]);
+      squares += double(x[r * n + i]) * x[r * n + i];
+    }
+    const double scale = 1 / std::sqrt(squares / n + 1e-6);
+    for (int64_t i = 0; i < n; ++i) {
+      const double expected = x[r * n + i] * scale * Bf16ToFloat(norm[i]);
+      EXPECT_NEAR(Bf16ToFloat(out[r * n + i]), expected, 1e-2 * (1 + std::abs(expected)));
+    }
+  }
+}
+
 TEST(ReferenceForwardOpsTest, PagedAttentionWithWindowAndSoftCap) {
   // One sequence of 11 positions over pages of 4 (held in pages 5, 2, 0 of the pool), GQA 4/2.
   Pages p{.positions_per_page = 4, .kv_heads = 2, .head_dim = 8, .layers = 2, .order = {5, 2, 0}};
@@ -169,6 +195,20 @@ TEST(ReferenceForwardOpsTest, PagedAttentionWithWindowAndSoftCap) {
     const char* base = p.pool.data() + page * p.page_bytes();
     EXPECT_TRUE(std::all_of(base, base + kv.KeyOffset(0), [](char c) { return c == 0; }));
   }
+}
+
+TEST(ReferenceForwardOpsTest, GatherRowsCopiesEachRowFromItsOffset) {
+  ReferenceForwardOps ops;
+  const std::vector<uint16_t> base = {10, 11, 12, 13, 14, 15, 16, 17};
+  const std::vector<uint64_t> offsets = {6 * 2, 0, 2 * 2};  // bytes
+  std::vector<uint16_t> out(6, 0xFFFF);
+  DF11_ASSERT_OK(ops.GatherRows(reinterpret_cast<const char*>(base.data()), offsets.data(), 3, 4,
+                                out.data(), nullptr));
+  EXPECT_EQ(out, (std::vector<uint16_t>{16, 17, 10, 11, 12, 13}));
+  EXPECT_EQ(ops.GatherRows(reinterpret_cast<const char*>(base.data()), offsets.data(), 1, 3,
+                           out.data(), nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ReferenceForwardOpsTest, SplitColumnsCopiesEachRange) {
@@ -274,6 +314,37 @@ TEST_F(CudaForwardOpsTest, LinearNormsRopeAndElementwiseMatchTheReference) {
   }
 }
 
+TEST_F(CudaForwardOpsTest, AddRmsNormMatchesTheReference) {
+  ForwardOps& gpu = *device_->forward_ops();
+  const int64_t rows = 5, n = 4096;
+  const std::vector<float> y = ToFloat(RandomBf16(rows * n, 22));
+  std::vector<float> x = ToFloat(RandomBf16(rows * n, 23));
+  const std::vector<uint16_t> norm = RandomBf16(n, 24, 0.1f);
+  float* device_x = Upload(x);
+  std::vector<uint16_t> expected(rows * n);
+  DF11_ASSERT_OK(reference_.AddRmsNorm(x.data(), y.data(), norm.data(), rows, n, 1e-6f, 1.0f,
+                                       expected.data(), nullptr));
+  uint16_t* out = Upload(std::vector<uint16_t>(rows * n));
+  DF11_ASSERT_OK(
+      gpu.AddRmsNorm(device_x, Upload(y), Upload(norm), rows, n, 1e-6f, 1.0f, out, stream_));
+  EXPECT_EQ(Download(device_x, x.size()), x);  // the sums, exactly
+  ExpectClose(Download(out, expected.size()), expected);
+}
+
+TEST_F(CudaForwardOpsTest, GatherRowsMatchesTheReference) {
+  ForwardOps& gpu = *device_->forward_ops();
+  const int64_t width = 4096;  // BF16 values of a row
+  const std::vector<uint16_t> table = RandomBf16(64 * width, 21);
+  const std::vector<uint64_t> offsets = {63 * width * 2, 0, 17 * width * 2, 17 * width * 2};
+  std::vector<uint16_t> expected(offsets.size() * width);
+  DF11_ASSERT_OK(reference_.GatherRows(reinterpret_cast<const char*>(table.data()),
+                                       offsets.data(), 4, width * 2, expected.data(), nullptr));
+  uint16_t* out = Upload(std::vector<uint16_t>(expected.size()));
+  DF11_ASSERT_OK(gpu.GatherRows(reinterpret_cast<const char*>(Upload(table)), Upload(offsets), 4,
+                                width * 2, out, stream_));
+  EXPECT_EQ(Download(out, expected.size()), expected);
+}
+
 TEST_F(CudaForwardOpsTest, SplitColumnsAndTiledLinearMatchTheReference) {
   ForwardOps& gpu = *device_->forward_ops();
   const int64_t rows = 3, width = 6144;
@@ -375,6 +446,59 @@ TEST_F(CudaForwardOpsTest, PagedAttentionMatchesTheReference) {
       uint16_t* out = Upload(std::vector<uint16_t>(expected.size()));
       DF11_ASSERT_OK(gpu.Attention(Upload(q), rows, shape, device_kv, out, stream_));
       ExpectClose(Download(out, expected.size()), expected);
+    }
+  }
+}
+
+// The fused head preparation against RmsNorm, Rope and WriteKv of the reference, with and without
+// q/k norms, partial rotary dimensions and head sizes up to 256.
+TEST_F(CudaForwardOpsTest, PrepareHeadsAndStoreKvMatchesTheReference) {
+  ForwardOps& gpu = *device_->forward_ops();
+  for (auto [d, rotary] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {96, 32}, {256, 256}}) {
+    for (const bool norms : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", norms " << norms);
+      Pages p{.positions_per_page = 16, .kv_heads = 2, .head_dim = d, .layers = 2};
+      for (uint32_t i = 0; i < 4; ++i) p.order.push_back(3 - i);
+      p.pool.resize(4 * p.page_bytes());
+      const std::vector<int32_t> first_page = {0, 0, 0, 2}, position = {5, 6, 7, 20};
+      const int64_t rows = 4, heads = 8;
+      std::vector<uint16_t> q = RandomBf16(rows * heads * d, 31), k = RandomBf16(rows * 2 * d, 32);
+      const std::vector<uint16_t> v = RandomBf16(rows * 2 * d, 33);
+      const std::vector<uint16_t> q_norm = RandomBf16(d, 34, 0.1f), k_norm = RandomBf16(d, 35, 0.1f);
+      DF11_ASSERT_OK_AND_ASSIGN(
+          const RopeTable table,
+          RopeTable::Of(RotaryEmbedding(RopeConfig{.theta = 1e6}, rotary), rotary));
+      uint16_t* device_q = Upload(q);
+      uint16_t* device_k = Upload(k);
+      PagedKv device_kv = p.For(0, first_page.data(), position.data());
+      device_kv.pool = Upload(std::vector<char>(p.pool.size()));
+      device_kv.pages = Upload(p.order);
+      device_kv.row_first_page = Upload(first_page);
+      device_kv.row_position = Upload(position);
+      const PagedKv host_kv = p.For(0, first_page.data(), position.data());
+      DF11_ASSERT_OK(reference_.PrepareHeadsAndStoreKv(
+          q.data(), k.data(), v.data(), rows, heads, norms ? q_norm.data() : nullptr,
+          norms ? k_norm.data() : nullptr, 1e-6f, 0.0f, table, host_kv, nullptr));
+      DF11_ASSERT_OK(gpu.PrepareHeadsAndStoreKv(
+          device_q, device_k, Upload(v), rows, heads, norms ? Upload(q_norm) : nullptr,
+          norms ? Upload(k_norm) : nullptr, 1e-6f, 0.0f, table, device_kv, stream_));
+      ExpectClose(Download(device_q, q.size()), q);
+      ExpectClose(Download(device_k, k.size()), k);
+      // The pages hold the keys as k now is on the device, and the values exactly.
+      std::vector<char> pool = Download(device_kv.pool, p.pool.size());
+      std::vector<uint16_t> stored_k(rows * 2 * d), stored_v(rows * 2 * d);
+      PagedKv read_kv = host_kv;
+      read_kv.pool = pool.data();
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint64_t page = p.order[first_page[r] + position[r] / 16];
+        const int64_t slot = position[r] % 16;
+        std::memcpy(&stored_k[r * 2 * d], pool.data() + page * p.page_bytes() + read_kv.KeyOffset(slot),
+                    2 * d * 2);
+        std::memcpy(&stored_v[r * 2 * d],
+                    pool.data() + page * p.page_bytes() + read_kv.ValueOffset(slot), 2 * d * 2);
+      }
+      EXPECT_EQ(stored_k, Download(device_k, k.size()));
+      EXPECT_EQ(stored_v, v);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -31,7 +32,9 @@ Configurations: bf16; df11 (the next block decoded while the current one compute
 CPU, df11-sequential (each block decoded, then computed). They run in alternation, so a change in the
 machine's speed hits all of them alike; the ratios df11/bf16 are the result to quote. Memory: each
 model's resident bytes (DF11: compressed units + passthrough tensors), the backend's scratch, the
-KV cache, and the process's peak RSS.
+KV cache, and the process's peak RSS. On a GPU also, per decode step: kernel launches and copies,
+event operations and host waits (the device's counters), and each decoder operation's device time
+from 8 more steps timed with events (profile_us_per_step).
 
   --prompt-tokens N   prompt length (default 128)
   --tokens N          decoded tokens per sequence and run (default 16)
@@ -71,6 +74,11 @@ struct Config {
   runtime::Backend* backend;
   std::vector<double> prefill_tps, decode_tps;
   uint64_t kv_bytes = 0;
+  // Per decode step, from the backend's counters over the last run's steps (a GPU's; zero on the
+  // CPU), and the device time of each decoder operation per step from a profiled run.
+  double launches_per_step = 0, event_ops_per_step = 0, host_syncs_per_step = 0;
+  std::map<std::string, runtime::DeviceWork::OpTime> profile;
+  int64_t profiled_steps = 0;
 };
 
 // `batch` sequences: each prompt's prefill on its own, then `tokens` decode steps of all of them
@@ -96,6 +104,7 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
                           std::chrono::duration<double>(Clock::now() - start).count());
   std::vector<int32_t> next(batch);
   std::vector<runtime::SequenceStep> steps(batch);
+  const runtime::DeviceWork before = c.backend->Work();
   start = Clock::now();
   for (int64_t i = 0; i < tokens; ++i) {
     for (int64_t b = 0; b < batch; ++b) {
@@ -107,6 +116,52 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
   }
   c.decode_tps.push_back(batch * tokens /
                          std::chrono::duration<double>(Clock::now() - start).count());
+  const runtime::DeviceWork after = c.backend->Work();
+  c.launches_per_step = double(after.launches - before.launches) / tokens;
+  c.event_ops_per_step = double(after.event_ops - before.event_ops) / tokens;
+  c.host_syncs_per_step = double(after.host_syncs - before.host_syncs) / tokens;
+  return absl::OkStatus();
+}
+
+// A few decode steps with the backend's profiling on: each decoder operation's device time per
+// step (a separate run: the profile's events slow the steps a little).
+absl::Status Profile(Config& c, const std::vector<int32_t>& prompt, int64_t batch) {
+  constexpr int64_t kSteps = 8;
+  const runtime::ModelConfig& mc = c.model->config();
+  const size_t V = static_cast<size_t>(mc.vocab_size);
+  std::vector<std::unique_ptr<runtime::KvCache>> caches;
+  std::vector<float> logits(batch * V);
+  for (int64_t b = 0; b < batch; ++b) {
+    DF11_ASSIGN_OR_RETURN(caches.emplace_back(),
+                          c.backend->NewCache(mc, static_cast<int64_t>(prompt.size()) + kSteps));
+    runtime::SequenceStep step{caches[b].get(), prompt};
+    DF11_RETURN_IF_ERROR(
+        c.backend->Forward(*c.model, std::span(&step, 1), std::span(logits).subspan(b * V, V)));
+  }
+  const std::map<std::string, runtime::DeviceWork::OpTime> before = c.backend->Work().ops;
+  c.backend->SetProfiling(true);
+  std::vector<int32_t> next(batch);
+  std::vector<runtime::SequenceStep> steps(batch);
+  absl::Status status;
+  for (int64_t i = 0; i < kSteps && status.ok(); ++i) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto row = logits.begin() + b * V;
+      next[b] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+      steps[b] = runtime::SequenceStep{caches[b].get(), std::span(&next[b], 1)};
+    }
+    status = c.backend->Forward(*c.model, steps, logits);
+  }
+  c.backend->SetProfiling(false);
+  DF11_RETURN_IF_ERROR(status);
+  c.profile.clear();
+  for (auto [name, t] : c.backend->Work().ops) {
+    if (auto it = before.find(name); it != before.end()) {
+      t.seconds -= it->second.seconds;
+      t.calls -= it->second.calls;
+    }
+    if (t.calls > 0) c.profile[name] = t;
+  }
+  c.profiled_steps = kSteps;
   return absl::OkStatus();
 }
 
@@ -202,6 +257,13 @@ int RunEngineBench(const std::vector<std::string>& argv) {
     }
   }
 
+  // The device time of each operation, on a GPU.
+  if (device_name != "cpu") {
+    for (Config& c : configs) {
+      if (absl::Status s = Profile(c, prompt, *batch); !s.ok()) return Fail("engine-bench", s);
+    }
+  }
+
   nlohmann::json out = {{"device", backends.front().description},
                         {"threads", n_threads},
                         {"prompt_tokens", *prompt_tokens},
@@ -219,6 +281,18 @@ int RunEngineBench(const std::vector<std::string>& argv) {
                               {"model_resident_bytes", c.model->resident_bytes()},
                               {"scratch_bytes", c.backend->Memory().scratch},
                               {"kv_cache_bytes", c.kv_bytes}};
+    if (device_name == "cpu") continue;
+    nlohmann::json& d = out["configs"][c.name];
+    d["launches_per_step"] = c.launches_per_step;
+    d["event_ops_per_step"] = c.event_ops_per_step;
+    d["host_syncs_per_step"] = c.host_syncs_per_step;
+    double profiled = 0;
+    for (const auto& [name, t] : c.profile) {
+      d["profile_us_per_step"][name] = 1e6 * t.seconds / c.profiled_steps;
+      d["profile_calls_per_step"][name] = double(t.calls) / c.profiled_steps;
+      profiled += t.seconds;
+    }
+    d["profiled_us_per_step"] = 1e6 * profiled / std::max<int64_t>(1, c.profiled_steps);
   }
   if (bf16 != nullptr && df11 != nullptr) {
     const auto& cfg = out["configs"];
@@ -234,6 +308,15 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   if (json) {
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
+  }
+  for (const Config& c : configs) {
+    if (device_name == "cpu") continue;
+    std::printf("%s per decode step: %.0f launches, %.0f event operations, %.1f host waits\n",
+                c.name.c_str(), c.launches_per_step, c.event_ops_per_step, c.host_syncs_per_step);
+    for (const auto& [name, t] : c.profile) {
+      std::printf("  %-44s %9.1f us  (%g calls)\n", name.c_str(),
+                  1e6 * t.seconds / c.profiled_steps, double(t.calls) / c.profiled_steps);
+    }
   }
   std::printf("%-16s %14s %14s %12s %12s %12s\n", "config", "prefill tok/s", "decode tok/s",
               "model", "scratch", "KV cache");

@@ -16,8 +16,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -78,6 +80,21 @@ struct BackendMemory {
   uint64_t kv_pool = 0;       // the preallocated KV pool (0: caches are allocated as made)
 };
 
+// The device work a backend has issued since it was made (none on the CPU), to count what a
+// forward step costs: launches (kernels, copies, memsets; a library's product counts one), event
+// operations (records, waits) and the host's waits for the device; and, while profiling is on,
+// the device time of each decoder operation.
+struct DeviceWork {
+  uint64_t launches = 0;
+  uint64_t event_ops = 0;
+  uint64_t host_syncs = 0;
+  struct OpTime {
+    double seconds = 0;
+    uint64_t calls = 0;
+  };
+  std::map<std::string, OpTime> ops;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -119,6 +136,11 @@ class Backend {
   virtual BackendMemory Memory() const = 0;
   // The KV cache one position of one sequence of a model with `config` takes.
   virtual uint64_t KvBytesPerPosition(const ModelConfig& config) const = 0;
+
+  // The device work so far (DeviceWork). Profiling times every decoder operation on the device
+  // (two events each, so it slows a step a little); off by default.
+  virtual DeviceWork Work() const { return {}; }
+  virtual void SetProfiling(bool on) {}
 };
 
 }  // namespace df11::runtime

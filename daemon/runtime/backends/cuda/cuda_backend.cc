@@ -424,6 +424,14 @@ absl::Status CudaBackend::Read(const PlacedModel& model, const DeviceTensor& ten
   return queue_->Read(*m, tensor, out);
 }
 
+DeviceWork CudaBackend::Work() const {
+  const GpuDevice::Counters c = device_->counters();
+  return DeviceWork{.launches = c.launches,
+                    .event_ops = c.event_ops,
+                    .host_syncs = c.host_syncs,
+                    .ops = runner_->profile()};
+}
+
 uint64_t CudaBackend::arena_allocated_bytes() const { return arena_->usage().allocated; }
 
 size_t CudaBackend::arena_allocations() const { return arena_->usage().allocations; }

@@ -114,6 +114,9 @@ class CudaBackend final : public Backend {
   BackendMemory Memory() const override;
   // Keys and values of every layer in BF16.
   uint64_t KvBytesPerPosition(const ModelConfig& config) const override;
+  // The device's counters, and the runner's profile.
+  DeviceWork Work() const override;
+  void SetProfiling(bool on) override { runner_->SetProfiling(on); }
 
   // Decoding into scratch. One caller at a time (the engine loop); each call enqueues on the
   // decode stream and returns. `model` must have been placed by this backend.

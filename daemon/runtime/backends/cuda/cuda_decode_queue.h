@@ -27,6 +27,9 @@
 
 namespace df11::runtime {
 
+// What a launch whose error flag is set found: kDataLoss.
+absl::Status CorruptCodes();
+
 class CudaDecodeQueue {
  public:
   // Launches in flight before Finish must have checked them.
@@ -97,6 +100,7 @@ class CudaDecodeQueue {
   const std::string device_name_;
   const uint64_t slot_bytes_;
   char* workspace_ = nullptr;
+  uint32_t* flags_ = nullptr;  // page-locked: the slots' error flags, read back by Finish
   std::unique_ptr<DeviceStream> stream_;
   std::array<std::unique_ptr<DeviceEvent>, 2> ready_, free_;
 

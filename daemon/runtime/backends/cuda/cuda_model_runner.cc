@@ -38,6 +38,7 @@ absl::Status CudaModelRunner::Init() {
 
 CudaModelRunner::~CudaModelRunner() {
   if (stream_ != nullptr) device_.StreamSynchronize(stream_->get()).IgnoreError();
+  if (pinned_ != nullptr) device_.FreeHost(pinned_);
 }
 
 absl::Status CudaModelRunner::Forward(const CudaPlacedModel& m, ForwardOps& ops,
@@ -95,18 +96,13 @@ class CudaModelRunner::Pass final : public DecoderOps {
  public:
   Pass(CudaModelRunner& runner, const CudaPlacedModel& m, ForwardOps& ops,
        std::span<const SequenceStep> batch, std::span<const int32_t> tokens,
-       std::span<const uint32_t> pages, std::span<const int32_t> row_first_page,
-       std::span<const int32_t> row_position, uint64_t positions_per_page,
-       const PassBuffers& buffers, std::span<float> logits)
+       uint64_t positions_per_page, const PassBuffers& buffers, std::span<float> logits)
       : b_(runner),
         m_(m),
         c_(m.config()),
         ops_(ops),
         batch_(batch),
         tokens_(tokens),
-        pages_(pages),
-        row_first_page_(row_first_page),
-        row_position_(row_position),
         positions_per_page_(positions_per_page),
         buffers_(buffers),
         logits_(logits),
@@ -114,33 +110,41 @@ class CudaModelRunner::Pass final : public DecoderOps {
         stream_(runner.stream_->get()),
         short_pass_(rows_ <= runner.options_.fused_max_rows) {}
 
-  // The KV metadata, then the embedding rows of the tokens (a launch's worth at a time), gathered
-  // into kNormed and widened into the residual stream with the config's scale.
+  // The pass's metadata in one copy from page-locked memory (RunPass filled it); then the
+  // embedding rows of the tokens, a launch's worth at a time, gathered into kNormed in one launch
+  // each and widened into the residual stream with the config's scale.
   absl::Status Embed() override {
     {
       absl::ReaderMutexLock lock(&b_.arena_.mu());
-      char* base = Base();
-      DF11_RETURN_IF_ERROR(
-          b_.device_.CopyAsync(base + buffers_.pages, pages_.data(), pages_.size_bytes(), stream_));
-      DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(base + buffers_.row_first_page,
-                                                 row_first_page_.data(),
-                                                 row_first_page_.size_bytes(), stream_));
-      DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(base + buffers_.row_position,
-                                                 row_position_.data(), row_position_.size_bytes(),
-                                                 stream_));
+      DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(Base() + buffers_.pages, b_.pinned_,
+                                                 buffers_.embedding_rows - buffers_.pages, stream_));
     }
     const int64_t H = c_.hidden_size;
     const int64_t per_call = std::max<int64_t>(1, b_.queue_.EmbeddingRowsPerCall(m_));
-    std::vector<DeviceTensor> embedded(std::min(per_call, rows_));
+    std::vector<DeviceTensor>& embedded = b_.embedded_;
+    embedded.resize(std::min(per_call, rows_));
+    // The rows' offsets go to the pinned buffer's last region, each call's to its own part of it,
+    // so a copy still in flight never sees them change.
+    auto* offsets = reinterpret_cast<uint64_t*>(static_cast<char*>(b_.pinned_) +
+                                                buffers_.embedding_rows - buffers_.pages);
     for (int64_t first = 0; first < rows_; first += per_call) {
       const int64_t n = std::min(per_call, rows_ - first);
       DF11_RETURN_IF_ERROR(b_.queue_.DecodeEmbeddingRows(m_, tokens_.subspan(first, n), embedded));
+      for (int64_t k = 0; k < n; ++k) {
+        if (embedded[k].space != embedded[0].space) {
+          return absl::InternalError("embedding rows of one call in two places");
+        }
+        offsets[first + k] = embedded[k].offset;
+      }
       absl::ReaderMutexLock lock(&b_.arena_.mu());
       DF11_RETURN_IF_ERROR(b_.device_.StreamWait(stream_, b_.queue_.ready(1)));
-      for (int64_t k = 0; k < n; ++k) {
-        DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(Bf16(Activations::kNormed) + (first + k) * H,
-                                                   Tensor(embedded[k]), H * 2, stream_));
-      }
+      auto* rows = reinterpret_cast<uint64_t*>(Base() + buffers_.embedding_rows) + first;
+      DF11_RETURN_IF_ERROR(
+          b_.device_.CopyAsync(rows, offsets + first, n * sizeof(uint64_t), stream_));
+      const char* space = reinterpret_cast<const char*>(
+          Tensor(DeviceTensor{.space = embedded[0].space, .offset = 0}));
+      DF11_RETURN_IF_ERROR(ops_.GatherRows(space, rows, n, H * 2,
+                                           Bf16(Activations::kNormed) + first * H, stream_));
       DF11_RETURN_IF_ERROR(b_.device_.Record(b_.queue_.free(1), stream_));
     }
     absl::ReaderMutexLock lock(&b_.arena_.mu());
@@ -218,44 +222,38 @@ class CudaModelRunner::Pass final : public DecoderOps {
     return absl::OkStatus();
   }
 
+  // q and k normalised per head (where the layer has q/k norms) and rotated, and the new keys
+  // and values stored in the pages, in one launch: a sliding layer's pages hold every position,
+  // and attention reads only the window.
   absl::Status PrepareHeads() override {
-    const int64_t nh = c_.num_heads, nkv = c_.num_kv_heads, d = c_.head_dim;
     const bool sliding = c_.SlidingWindow(layer_) > 0;
     const absl::StatusOr<RopeTable>& rope = m_.rope(sliding);
     if (!rope.ok()) return rope.status();
     absl::ReaderMutexLock lock(&b_.arena_.mu());
-    uint16_t *q = Bf16(Activations::kQuery), *k = Bf16(Activations::kKey);
-    const float offset = c_.norm_weight_offset;
-    if (const uint16_t* q_norm = Weight(LayerWeight::kQNorm); q_norm != nullptr) {
-      DF11_RETURN_IF_ERROR(ops_.RmsNorm(q, q_norm, rows_ * nh, d, Eps(), offset, q, stream_));
-      DF11_RETURN_IF_ERROR(ops_.RmsNorm(k, Weight(LayerWeight::kKNorm), rows_ * nkv, d, Eps(),
-                                        offset, k, stream_));
-    }
-    const PagedKv kv = Kv();
-    DF11_RETURN_IF_ERROR(ops_.Rope(q, rows_, nh, d, kv.row_position, *rope, stream_));
-    return ops_.Rope(k, rows_, nkv, d, kv.row_position, *rope, stream_);
+    return ops_.PrepareHeadsAndStoreKv(
+        Bf16(Activations::kQuery), Bf16(Activations::kKey), Bf16(Activations::kValue), rows_,
+        c_.num_heads, Weight(LayerWeight::kQNorm), Weight(LayerWeight::kKNorm), Eps(),
+        c_.norm_weight_offset, *rope, Kv(), stream_);
   }
 
-  // Keys and values go into the pages first: a sliding layer's pages hold every position, and
-  // attention reads only the window.
   absl::Status Attend() override {
     absl::ReaderMutexLock lock(&b_.arena_.mu());
-    const PagedKv kv = Kv();
-    DF11_RETURN_IF_ERROR(
-        ops_.WriteKv(Bf16(Activations::kKey), Bf16(Activations::kValue), rows_, kv, stream_));
     const AttentionShape shape{.heads = c_.num_heads,
                                .kv_heads = c_.num_kv_heads,
                                .head_dim = c_.head_dim,
                                .window = c_.SlidingWindow(layer_),
                                .scale = c_.attention_scale,
                                .softcap = c_.attention_softcap};
-    return ops_.Attention(Bf16(Activations::kQuery), rows_, shape, kv,
+    return ops_.Attention(Bf16(Activations::kQuery), rows_, shape, Kv(),
                           Bf16(Activations::kAttention), stream_);
   }
 
   absl::Status AddBranchAndNorm(LayerWeight norm, Activations out) override {
-    DF11_RETURN_IF_ERROR(AddBranch());
-    return Norm(Activations::kResidual, norm, out);
+    if (IsF32(out)) return Unsupported("an fp32 norm after an add");
+    absl::ReaderMutexLock lock(&b_.arena_.mu());
+    return ops_.AddRmsNorm(F32(Activations::kResidual), F32(Activations::kBranch), Weight(norm),
+                           rows_, c_.hidden_size, Eps(), c_.norm_weight_offset, Bf16(out),
+                           stream_);
   }
 
   absl::Status GatedDown() override {
@@ -295,12 +293,9 @@ class CudaModelRunner::Pass final : public DecoderOps {
       DF11_RETURN_IF_ERROR(b_.device_.StreamWait(stream_, b_.queue_.ready(head_buffer)));
       float* last_x = reinterpret_cast<float*>(Base() + buffers_.last_x);
       uint16_t* last = reinterpret_cast<uint16_t*>(Base() + buffers_.last);
-      int64_t r = 0;
-      for (int64_t s = 0; s < S; ++s) {
-        r += static_cast<int64_t>(batch_[s].tokens.size());
-        DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(
-            last_x + s * H, F32(Activations::kResidual) + (r - 1) * H, H * 4, stream_));
-      }
+      DF11_RETURN_IF_ERROR(ops_.GatherRows(
+          Base(), reinterpret_cast<const uint64_t*>(Base() + buffers_.last_rows), S, H * 4, last_x,
+          stream_));
       const uint16_t* final_norm = Tensor(DeviceTensor{.space = DeviceTensor::Space::kModel,
                                                        .offset = m_.plan().final_norm.offset,
                                                        .bytes = m_.plan().final_norm.bytes});
@@ -412,8 +407,6 @@ class CudaModelRunner::Pass final : public DecoderOps {
   ForwardOps& ops_;
   const std::span<const SequenceStep> batch_;
   const std::span<const int32_t> tokens_;
-  const std::span<const uint32_t> pages_;
-  const std::span<const int32_t> row_first_page_, row_position_;
   const uint64_t positions_per_page_;
   const PassBuffers& buffers_;
   const std::span<float> logits_;
@@ -424,6 +417,91 @@ class CudaModelRunner::Pass final : public DecoderOps {
   const CudaPlacedModel::FusedLayer* tiled_ = nullptr;  // the current layer's, in short passes
 };
 
+class CudaModelRunner::Profiled final : public DecoderOps {
+ public:
+  Profiled(CudaModelRunner& runner, DecoderOps& ops) : r_(runner), ops_(ops) {}
+
+  absl::Status Embed() override {
+    return Timed("embed", [&] { return ops_.Embed(); });
+  }
+  absl::Status BeginLayer(int64_t layer) override {
+    return Timed("begin layer (waits for its decode)", [&] { return ops_.BeginLayer(layer); });
+  }
+  absl::Status Norm(Activations in, LayerWeight weight, Activations out) override {
+    return Timed("norm", [&] { return ops_.Norm(in, weight, out); });
+  }
+  absl::Status Project(Activations in, std::span<const Product> products) override {
+    const LayerWeight first = products.front().weight;
+    const char* name = first == LayerWeight::kQ      ? "project q, k, v"
+                       : first == LayerWeight::kO    ? "project o"
+                       : first == LayerWeight::kGate ? "project gate, up"
+                                                     : "project down";
+    return Timed(name, [&] { return ops_.Project(in, products); });
+  }
+  absl::Status PrepareHeads() override {
+    return Timed("head norms, RoPE and the KV write", [&] { return ops_.PrepareHeads(); });
+  }
+  absl::Status Attend() override {
+    return Timed("attention", [&] { return ops_.Attend(); });
+  }
+  absl::Status AddBranchAndNorm(LayerWeight norm, Activations out) override {
+    return Timed("add and norm", [&] { return ops_.AddBranchAndNorm(norm, out); });
+  }
+  absl::Status GatedDown() override {
+    return Timed("activation and project down", [&] { return ops_.GatedDown(); });
+  }
+  absl::Status AddBranch() override {
+    return Timed("add", [&] { return ops_.AddBranch(); });
+  }
+  absl::Status EndLayer(int64_t layer) override { return ops_.EndLayer(layer); }
+  absl::Status Logits() override {
+    return Timed("logits (final norm, head, copy to host)", [&] { return ops_.Logits(); });
+  }
+
+  // Once the pass's stream has finished: each operation's time into the runner's profile.
+  absl::Status Collect() {
+    std::map<std::string, DeviceWork::OpTime> pass;
+    for (size_t i = 0; i < names_.size(); ++i) {
+      DF11_ASSIGN_OR_RETURN(const double seconds,
+                            r_.device_.ElapsedSeconds(r_.timing_events_[2 * i]->get(),
+                                                      r_.timing_events_[2 * i + 1]->get()));
+      pass[names_[i]].seconds += seconds;
+      ++pass[names_[i]].calls;
+    }
+    absl::MutexLock lock(&r_.profile_mu_);
+    for (const auto& [name, t] : pass) {
+      r_.profile_[name].seconds += t.seconds;
+      r_.profile_[name].calls += t.calls;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  template <typename Op>
+  absl::Status Timed(const char* name, Op op) {
+    const size_t k = names_.size();
+    while (r_.timing_events_.size() < 2 * k + 2) {
+      DF11_ASSIGN_OR_RETURN(std::unique_ptr<DeviceEvent> e, DeviceEvent::Create(r_.device_, true));
+      r_.timing_events_.push_back(std::move(e));
+    }
+    const GpuDevice::Stream stream = r_.stream_->get();
+    DF11_RETURN_IF_ERROR(r_.device_.Record(r_.timing_events_[2 * k]->get(), stream));
+    DF11_RETURN_IF_ERROR(op());
+    DF11_RETURN_IF_ERROR(r_.device_.Record(r_.timing_events_[2 * k + 1]->get(), stream));
+    names_.push_back(name);
+    return absl::OkStatus();
+  }
+
+  CudaModelRunner& r_;
+  DecoderOps& ops_;
+  std::vector<const char*> names_;
+};
+
+std::map<std::string, DeviceWork::OpTime> CudaModelRunner::profile() const {
+  absl::MutexLock lock(&profile_mu_);
+  return profile_;
+}
+
 absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
                                       std::span<const SequenceStep> batch,
                                       std::span<float> logits) {
@@ -431,21 +509,16 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
   const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
   const int64_t S = static_cast<int64_t>(batch.size());
-  // Per row: its position and its sequence's first page in `pages`.
-  std::vector<uint32_t> pages;
-  std::vector<int32_t> row_first_page, row_position, tokens;
-  uint64_t positions_per_page = 0;
+  int64_t rows = 0;
+  uint64_t pages = 0, positions_per_page = 0;
+  tokens_.clear();
   for (const SequenceStep& s : batch) {
     const auto* cache = static_cast<const CudaKvCache*>(s.cache);
     positions_per_page = cache->table().positions_per_page;
-    for (size_t t = 0; t < s.tokens.size(); ++t) {
-      row_first_page.push_back(static_cast<int32_t>(pages.size()));
-      row_position.push_back(static_cast<int32_t>(s.cache->length() + t));
-    }
-    pages.insert(pages.end(), cache->table().pages.begin(), cache->table().pages.end());
-    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+    rows += static_cast<int64_t>(s.tokens.size());
+    pages += cache->table().pages.size();
+    tokens_.insert(tokens_.end(), s.tokens.begin(), s.tokens.end());
   }
-  const int64_t rows = static_cast<int64_t>(tokens.size());
 
   // The pass's buffers, one arena allocation: activations, logits and the KV metadata.
   PassBuffers b;
@@ -467,20 +540,58 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   take(b.last, S * H * 2);
   take(b.last_x, S * H * 4);
   take(b.logits, S * V * 4);
-  take(b.pages, pages.size() * 4);
+  // Last, the metadata the host writes: the KV pages and, per row, its sequence's first page in
+  // them and its position; the offset of each sequence's last row of x; the embedding rows'
+  // offsets. One page-locked buffer mirrors them.
+  take(b.pages, pages * 4);
   take(b.row_first_page, rows * 4);
   take(b.row_position, rows * 4);
+  take(b.last_rows, S * 8);
+  take(b.embedding_rows, rows * 8);
   // The buffers stay allocated from pass to pass (no arena work on the per-token path); they grow
   // when a pass needs more.
   {
     absl::MutexLock lock(&arena_.mu());
     DF11_ASSIGN_OR_RETURN(b.id, arena_.AcquirePassBuffersLocked(bytes));
   }
+  // The previous pass has finished with the pinned buffer (each pass ends synchronized).
+  const uint64_t upload = bytes - b.pages;
+  if (upload > pinned_bytes_) {
+    if (pinned_ != nullptr) device_.FreeHost(pinned_);
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    DF11_ASSIGN_OR_RETURN(pinned_, device_.AllocateHost(upload));
+    pinned_bytes_ = upload;
+  }
+  {
+    // Laid out as the pass buffers from b.pages on.
+    auto at = [&](uint64_t offset) { return static_cast<char*>(pinned_) + (offset - b.pages); };
+    auto* page = reinterpret_cast<uint32_t*>(at(b.pages));
+    auto* first_page = reinterpret_cast<int32_t*>(at(b.row_first_page));
+    auto* position = reinterpret_cast<int32_t*>(at(b.row_position));
+    auto* last = reinterpret_cast<uint64_t*>(at(b.last_rows));
+    int64_t r = 0, p = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const auto* cache = static_cast<const CudaKvCache*>(batch[i].cache);
+      for (size_t t = 0; t < batch[i].tokens.size(); ++t, ++r) {
+        first_page[r] = static_cast<int32_t>(p);
+        position[r] = static_cast<int32_t>(cache->length() + static_cast<int64_t>(t));
+      }
+      last[i] = b.x + static_cast<uint64_t>(r - 1) * H * 4;
+      for (uint32_t page_index : cache->table().pages) page[p++] = page_index;
+    }
+  }
   absl::Status status;
   {
-    Pass pass(*this, m, ops, batch, tokens, pages, row_first_page, row_position,
-              positions_per_page, b, logits);
-    status = RunDecoder(c, pass);
+    Pass pass(*this, m, ops, batch, tokens_, positions_per_page, b, logits);
+    if (profiling_) {
+      Profiled profiled(*this, pass);
+      status = RunDecoder(c, profiled);
+      if (status.ok()) status = device_.StreamSynchronize(stream_->get());
+      if (status.ok()) status = profiled.Collect();
+    } else {
+      status = RunDecoder(c, pass);
+    }
   }
   // Every launch that reads the buffers has finished before another allocation may take them.
   absl::Status synced = device_.StreamSynchronize(stream_->get());

@@ -14,10 +14,13 @@
 #ifndef DF11_DAEMON_RUNTIME_BACKENDS_CUDA_CUDA_MODEL_RUNNER_H_
 #define DF11_DAEMON_RUNTIME_BACKENDS_CUDA_CUDA_MODEL_RUNNER_H_
 
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -47,6 +50,10 @@ class CudaModelRunner {
 
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
 
+  // Device time per decoder operation, summed over the passes run while profiling was on.
+  void SetProfiling(bool on) { profiling_ = on; }
+  std::map<std::string, DeviceWork::OpTime> profile() const ABSL_LOCKS_EXCLUDED(profile_mu_);
+
   // Backend::Forward for a batch already checked (the caches are this backend's, with room; the
   // tokens are in the vocabulary), with `ops`.
   absl::Status Forward(const CudaPlacedModel& m, ForwardOps& ops,
@@ -56,6 +63,8 @@ class CudaModelRunner {
  private:
   // One pass's operations: the decoder graph's on this backend.
   class Pass;
+  // DecoderOps around another, timing each operation with a pair of events (profiling).
+  class Profiled;
   // Offsets of one pass's buffers in its arena allocation `id`.
   struct PassBuffers {
     CudaArena::Id id = 0;
@@ -65,7 +74,11 @@ class CudaModelRunner {
     // fp32: x (the residual stream), tmp (a projection into it) and each sequence's last row of
     // x (last_x).
     uint64_t last_x = 0;
-    uint64_t logits = 0, pages = 0, row_first_page = 0, row_position = 0;
+    uint64_t logits = 0;
+    // Written by the host (copied from the runner's pinned buffer): the KV pages, each row's
+    // sequence's first page and its position, each sequence's last row of x (byte offsets from
+    // the buffers' start), and the embedding rows' offsets (bytes, in their space).
+    uint64_t pages = 0, row_first_page = 0, row_position = 0, last_rows = 0, embedding_rows = 0;
   };
   // One pass over at most max_pass_tokens tokens.
   absl::Status RunPass(const CudaPlacedModel& m, ForwardOps& ops,
@@ -80,6 +93,17 @@ class CudaModelRunner {
   const std::string device_name_;
   mutable absl::Mutex mu_ ABSL_ACQUIRED_BEFORE(arena_.mu());
   std::unique_ptr<DeviceStream> stream_;
+  // Reused from pass to pass (under mu_), so a step allocates nothing once warm: the rows'
+  // tokens, the embedding rows of one decode call, and page-locked memory mirroring the pass
+  // buffers' metadata (PassBuffers::pages on).
+  std::vector<int32_t> tokens_;
+  std::vector<DeviceTensor> embedded_;
+  void* pinned_ = nullptr;
+  uint64_t pinned_bytes_ = 0;
+  std::atomic<bool> profiling_{false};
+  std::vector<std::unique_ptr<DeviceEvent>> timing_events_;  // reused by Profiled, under mu_
+  mutable absl::Mutex profile_mu_;
+  std::map<std::string, DeviceWork::OpTime> profile_ ABSL_GUARDED_BY(profile_mu_);
 };
 
 }  // namespace df11::runtime

@@ -11,6 +11,7 @@
 #include "codec/gpu_decoder.h"
 #include "codec/gpu_layout.h"
 #include "codec/tiled_matrix.h"
+#include "daemon/runtime/backends/cuda/cuda_decode_queue.h"
 
 namespace df11::runtime {
 namespace {
@@ -33,6 +34,8 @@ absl::Status CudaUploader::Init(char* workspace, uint64_t slot_bytes) {
   DF11_ASSIGN_OR_RETURN(unit_copied_, DeviceEvent::Create(device_));
   arena_.AddStream(stream_->get());
   arena_.AddStream(check_->get());
+  DF11_ASSIGN_OR_RETURN(void* flags, device_.AllocateHost(2 * kChecks * sizeof(uint32_t)));
+  flags_ = static_cast<uint32_t*>(flags);
   for (int i = 0; i < options_.staging_buffers; ++i) {
     DF11_ASSIGN_OR_RETURN(void* host, device_.AllocateHost(options_.staging_bytes));
     staging_.push_back(host);
@@ -46,6 +49,7 @@ CudaUploader::~CudaUploader() {
   if (stream_ != nullptr) device_.StreamSynchronize(stream_->get()).IgnoreError();
   if (check_ != nullptr) device_.StreamSynchronize(check_->get()).IgnoreError();
   for (void* host : staging_) device_.FreeHost(host);
+  if (flags_ != nullptr) device_.FreeHost(flags_);
 }
 
 std::vector<bool> CudaUploader::TiledUnits(const Model& host, const GpuModelPlan& plan) const {
@@ -147,18 +151,19 @@ absl::StatusOr<std::vector<std::vector<TiledTensor>>> CudaUploader::Upload(
   const GpuDevice::Stream check = check_->get();
   std::vector<size_t> checking;  // the unit of each pair of slots in use
   auto check_all = [&]() -> absl::Status {
+    // The checks' error flags in one copy, after the checks.
+    if (!checking.empty()) {
+      DF11_RETURN_IF_ERROR(device_.CopyStridedAsync(
+          flags_, sizeof(uint32_t), workspace_ + GpuDevice::kDecodeErrorOffset, slot_bytes_,
+          sizeof(uint32_t), 2 * checking.size(), check));
+    }
     DF11_RETURN_IF_ERROR(device_.StreamSynchronize(check));
     absl::Status first;
-    for (size_t k = 0; k < checking.size(); ++k) {
-      for (size_t pass = 0; pass < 2 && first.ok(); ++pass) {
-        const absl::Status s =
-            device_.CheckDecoded(workspace_ + (2 * k + pass) * slot_bytes_, check);
-        if (absl::IsDataLoss(s)) {
-          first = absl::DataLossError(absl::StrCat("DF11 unit ", units[checking[k]]->path, " of ",
-                                                   host.directory(), ": ", s.message()));
-        } else if (!s.ok()) {
-          first = s;
-        }
+    for (size_t k = 0; k < checking.size() && first.ok(); ++k) {
+      if (flags_[2 * k] != 0 || flags_[2 * k + 1] != 0) {
+        first = absl::DataLossError(absl::StrCat("DF11 unit ", units[checking[k]]->path, " of ",
+                                                 host.directory(), ": ",
+                                                 CorruptCodes().message()));
       }
     }
     checking.clear();

@@ -68,6 +68,7 @@ class CudaUploader {
   const Options options_;
   char* workspace_ = nullptr;
   uint64_t slot_bytes_ = 0;
+  uint32_t* flags_ = nullptr;  // page-locked: the checks' error flags
 
   absl::Mutex mu_;  // one upload at a time
   std::unique_ptr<DeviceStream> stream_;  // the copies

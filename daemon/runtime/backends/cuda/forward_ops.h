@@ -90,6 +90,11 @@ class ForwardOps {
   virtual absl::Status FloatRmsNorm(const float* x, const uint16_t* w, int64_t rows, int64_t n,
                                     float eps, float offset, void* y, bool y_fp32,
                                     Stream stream) = 0;
+  // x += y, then out = RMSNorm(x) · (offset + w) per row of n, out BF16: a block's output joins
+  // the residual stream and the next block's input is normalised, in one pass over x.
+  virtual absl::Status AddRmsNorm(float* x, const float* y, const uint16_t* w, int64_t rows,
+                                  int64_t n, float eps, float offset, uint16_t* out,
+                                  Stream stream) = 0;
   // Rotates the first rotary_dim dimensions of each of the `heads` heads of every row (half-split
   // layout) for the row's position, in place.
   virtual absl::Status Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
@@ -97,6 +102,15 @@ class ForwardOps {
   // Stores each row's keys and values (kv_heads x head_dim) at its position in its pages.
   virtual absl::Status WriteKv(const uint16_t* k, const uint16_t* v, int64_t rows,
                                const PagedKv& kv, Stream stream) = 0;
+  // The heads of one step before attention, in one launch: each head of q (rows x heads) and of k
+  // (rows x kv_heads) normalised with q_norm / k_norm when they are not null (RmsNorm over
+  // head_dim, rounded to BF16), then rotated (Rope), in place; then each row's keys and values
+  // stored in its pages (WriteKv). What RmsNorm, Rope and WriteKv give one after another.
+  virtual absl::Status PrepareHeadsAndStoreKv(uint16_t* q, uint16_t* k, const uint16_t* v,
+                                              int64_t rows, int64_t heads,
+                                              const uint16_t* q_norm, const uint16_t* k_norm,
+                                              float eps, float offset, const RopeTable& table,
+                                              const PagedKv& kv, Stream stream) = 0;
   // Each row's query heads attend to its sequence's positions up to its own (causal, within
   // the window), read from the pages after WriteKv: softmax(scale · q·k, soft-capped) · v, a
   // query head h reading KV head h / (heads / kv_heads). out: rows x heads x head_dim.
@@ -111,6 +125,12 @@ class ForwardOps {
   virtual absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
                              Stream stream) = 0;
   virtual absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) = 0;
+
+  // Row r of out (row_bytes bytes, an even number) = the row_bytes bytes at base + offsets[r], for
+  // r < n; offsets is device memory. Gathers a pass's embedding rows, and each sequence's last
+  // row, in one launch.
+  virtual absl::Status GatherRows(const char* base, const uint64_t* offsets, int64_t n,
+                                  int64_t row_bytes, void* out, Stream stream) = 0;
 
   // Columns [first, first + width) of in[rows][in_width] into out[rows][width], for each piece:
   // the outputs of one product of concatenated weights (q, k and v; gate and up) back into

@@ -99,6 +99,13 @@ absl::Status ReferenceForwardOps::FloatRmsNorm(const float* x, const uint16_t* w
   return absl::OkStatus();
 }
 
+absl::Status ReferenceForwardOps::AddRmsNorm(float* x, const float* y, const uint16_t* w,
+                                             int64_t rows, int64_t n, float eps, float offset,
+                                             uint16_t* out, Stream stream) {
+  DF11_RETURN_IF_ERROR(Add(x, y, rows * n, stream));
+  return FloatRmsNorm(x, w, rows, n, eps, offset, out, false, stream);
+}
+
 absl::Status ReferenceForwardOps::Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
                                        const int32_t* row_position, const RopeTable& t, Stream) {
   const int64_t half = t.rotary_dim / 2;
@@ -128,6 +135,20 @@ absl::Status ReferenceForwardOps::WriteKv(const uint16_t* k, const uint16_t* v, 
     std::memcpy(const_cast<uint16_t*>(KvAt(kv, r, pos, true)), v + r * row, row * 2);
   }
   return absl::OkStatus();
+}
+
+absl::Status ReferenceForwardOps::PrepareHeadsAndStoreKv(
+    uint16_t* q, uint16_t* k, const uint16_t* v, int64_t rows, int64_t heads,
+    const uint16_t* q_norm, const uint16_t* k_norm, float eps, float offset,
+    const RopeTable& table, const PagedKv& kv, Stream stream) {
+  const int64_t d = kv.head_dim;
+  if (q_norm != nullptr) DF11_RETURN_IF_ERROR(RmsNorm(q, q_norm, rows * heads, d, eps, offset, q, stream));
+  if (k_norm != nullptr) {
+    DF11_RETURN_IF_ERROR(RmsNorm(k, k_norm, rows * kv.kv_heads, d, eps, offset, k, stream));
+  }
+  DF11_RETURN_IF_ERROR(Rope(q, rows, heads, d, kv.row_position, table, stream));
+  DF11_RETURN_IF_ERROR(Rope(k, rows, kv.kv_heads, d, kv.row_position, table, stream));
+  return WriteKv(k, v, rows, kv, stream);
 }
 
 absl::Status ReferenceForwardOps::Attention(const uint16_t* q, int64_t rows,
@@ -196,6 +217,17 @@ absl::Status ReferenceForwardOps::Widen(const uint16_t* in, int64_t n, float sca
 
 absl::Status ReferenceForwardOps::SoftCap(float* x, int64_t n, float cap, Stream) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
+  return absl::OkStatus();
+}
+
+absl::Status ReferenceForwardOps::GatherRows(const char* base, const uint64_t* offsets, int64_t n,
+                                             int64_t row_bytes, void* out, Stream) {
+  if (row_bytes % 2 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("GatherRows: rows of ", row_bytes, " bytes"));
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    std::memcpy(static_cast<char*>(out) + r * row_bytes, base + offsets[r], row_bytes);
+  }
   return absl::OkStatus();
 }
 

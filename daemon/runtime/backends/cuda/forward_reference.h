@@ -20,10 +20,17 @@ class ReferenceForwardOps final : public ForwardOps {
                        float offset, uint16_t* y, Stream stream) override;
   absl::Status FloatRmsNorm(const float* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
                             float offset, void* y, bool y_fp32, Stream stream) override;
+  absl::Status AddRmsNorm(float* x, const float* y, const uint16_t* w, int64_t rows, int64_t n,
+                          float eps, float offset, uint16_t* out, Stream stream) override;
   absl::Status Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
                     const int32_t* row_position, const RopeTable& table, Stream stream) override;
   absl::Status WriteKv(const uint16_t* k, const uint16_t* v, int64_t rows, const PagedKv& kv,
                        Stream stream) override;
+  absl::Status PrepareHeadsAndStoreKv(uint16_t* q, uint16_t* k, const uint16_t* v, int64_t rows,
+                                      int64_t heads, const uint16_t* q_norm,
+                                      const uint16_t* k_norm, float eps, float offset,
+                                      const RopeTable& table, const PagedKv& kv,
+                                      Stream stream) override;
   absl::Status Attention(const uint16_t* q, int64_t rows, const AttentionShape& shape,
                          const PagedKv& kv, uint16_t* out, Stream stream) override;
   absl::Status GatedActivation(const uint16_t* gate, const uint16_t* up, int64_t n,
@@ -32,6 +39,8 @@ class ReferenceForwardOps final : public ForwardOps {
   absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
                      Stream stream) override;
   absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) override;
+  absl::Status GatherRows(const char* base, const uint64_t* offsets, int64_t n, int64_t row_bytes,
+                          void* out, Stream stream) override;
   absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
                             std::span<const ColumnRange> pieces, Stream stream) override;
   // Decodes each matrix with the GPU kernels' steps (codec::DecodeTiledView), then Linear.

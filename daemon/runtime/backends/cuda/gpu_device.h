@@ -52,6 +52,10 @@ class GpuDevice {
   virtual absl::StatusOr<Stream> CreateStream() = 0;
   virtual void DestroyStream(Stream stream) = 0;
   virtual absl::StatusOr<Event> CreateEvent() = 0;
+  // An event that also records when the stream reached it, for ElapsedSeconds (profiling).
+  virtual absl::StatusOr<Event> CreateTimingEvent() = 0;
+  // Seconds of device time from `start` to `end`, both timing events that have completed.
+  virtual absl::StatusOr<double> ElapsedSeconds(Event start, Event end) = 0;
   virtual void DestroyEvent(Event event) = 0;
   // Marks the current end of `stream` with `event`.
   virtual absl::Status Record(Event event, Stream stream) = 0;
@@ -66,6 +70,12 @@ class GpuDevice {
   // passes this point.
   virtual absl::Status CopyAsync(void* dst, const void* src, uint64_t bytes, Stream stream) = 0;
   virtual absl::Status MemsetAsync(void* dst, uint8_t value, uint64_t bytes, Stream stream) = 0;
+  // `rows` pieces of `width` bytes, `src_pitch` bytes apart from `src`, to `dst`, `dst_pitch`
+  // bytes apart: one copy (cudaMemcpy2DAsync), as CopyAsync otherwise. Reads many small flags
+  // with one copy.
+  virtual absl::Status CopyStridedAsync(void* dst, uint64_t dst_pitch, const void* src,
+                                        uint64_t src_pitch, uint64_t width, uint64_t rows,
+                                        Stream stream) = 0;
 
   // codec::gpu::DecodeUnits, BuildSegmentOffsets and CheckDecoded on this device
   // (codec/gpu_decoder.h).
@@ -75,6 +85,9 @@ class GpuDevice {
                                            void* workspace, uint64_t workspace_bytes,
                                            Stream stream) = 0;
   virtual absl::Status CheckDecoded(const void* workspace, Stream stream) = 0;
+  // The error flag's place in a decode launch's workspace (what CheckDecoded reads): a 32-bit
+  // word, not 0 when the launch found corrupt codes.
+  static constexpr uint64_t kDecodeErrorOffset = 0;
   // Device workspace one DecodeUnits call with `views` views needs.
   virtual uint64_t DecodeWorkspaceBytes(size_t views) const = 0;
   // codec::gpu::DecodeTiled (codec/gpu_tiled.h): tiled matrices into BF16, checked by
@@ -86,6 +99,16 @@ class GpuDevice {
   // The forward pass's operations on this device (forward_ops.h), owned by the device; nullptr
   // when it has none.
   virtual ForwardOps* forward_ops() = 0;
+
+  // What was enqueued on the device since it was opened: kernel launches, copies and memsets
+  // (one per cuBLAS product, which may launch more), event records and waits, and the host's
+  // waits for the device.
+  struct Counters {
+    uint64_t launches = 0;
+    uint64_t event_ops = 0;
+    uint64_t host_syncs = 0;
+  };
+  virtual Counters counters() const = 0;
 };
 
 }  // namespace df11::runtime

@@ -32,8 +32,10 @@ class DeviceStream {
 
 class DeviceEvent {
  public:
-  static absl::StatusOr<std::unique_ptr<DeviceEvent>> Create(GpuDevice& device) {
-    absl::StatusOr<GpuDevice::Event> e = device.CreateEvent();
+  // `timing`: the event also records when it was reached (GpuDevice::ElapsedSeconds).
+  static absl::StatusOr<std::unique_ptr<DeviceEvent>> Create(GpuDevice& device,
+                                                             bool timing = false) {
+    absl::StatusOr<GpuDevice::Event> e = timing ? device.CreateTimingEvent() : device.CreateEvent();
     if (!e.ok()) return e.status();
     return std::unique_ptr<DeviceEvent>(new DeviceEvent(device, *e));
   }

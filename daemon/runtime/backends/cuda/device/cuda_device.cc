@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -16,9 +17,11 @@ namespace {
 
 class CudaDevice final : public GpuDevice {
  public:
-  CudaDevice(int index, std::string description, std::unique_ptr<ForwardOps> forward_ops)
+  CudaDevice(int index, std::string description, std::shared_ptr<std::atomic<uint64_t>> launches,
+             std::unique_ptr<ForwardOps> forward_ops)
       : index_(index),
         description_(std::move(description)),
+        launches_(std::move(launches)),
         forward_ops_(std::move(forward_ops)) {}
 
   std::string name() const override { return absl::StrCat("cuda:", index_); }
@@ -79,12 +82,33 @@ class CudaDevice final : public GpuDevice {
     return static_cast<Event>(e);
   }
 
+  absl::StatusOr<Event> CreateTimingEvent() override {
+    DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+    cudaEvent_t e = nullptr;
+    DF11_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    return static_cast<Event>(e);
+  }
+
+  absl::StatusOr<double> ElapsedSeconds(Event start, Event end) override {
+    float ms = 0;
+    DF11_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
+                                                   static_cast<cudaEvent_t>(end)));
+    return ms / 1000.0;
+  }
+
+  Counters counters() const override {
+    return Counters{.launches = launches_->load(),
+                    .event_ops = event_ops_.load(),
+                    .host_syncs = host_syncs_.load()};
+  }
+
   void DestroyEvent(Event event) override {
     cudaSetDevice(index_);
     cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
 
   absl::Status Record(Event event, Stream stream) override {
+    ++event_ops_;
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     DF11_CUDA_RETURN_IF_ERROR(
         cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
@@ -92,6 +116,7 @@ class CudaDevice final : public GpuDevice {
   }
 
   absl::Status StreamWait(Stream stream, Event event) override {
+    ++event_ops_;
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     DF11_CUDA_RETURN_IF_ERROR(
         cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
@@ -99,16 +124,19 @@ class CudaDevice final : public GpuDevice {
   }
 
   absl::Status EventSynchronize(Event event) override {
+    ++host_syncs_;
     DF11_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
     return absl::OkStatus();
   }
 
   absl::Status StreamSynchronize(Stream stream) override {
+    ++host_syncs_;
     DF11_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
     return absl::OkStatus();
   }
 
   absl::Status CopyAsync(void* dst, const void* src, uint64_t bytes, Stream stream) override {
+    ++*launches_;
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     DF11_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)));
@@ -116,9 +144,20 @@ class CudaDevice final : public GpuDevice {
   }
 
   absl::Status MemsetAsync(void* dst, uint8_t value, uint64_t bytes, Stream stream) override {
+    ++*launches_;
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     DF11_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream)));
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyStridedAsync(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch,
+                                uint64_t width, uint64_t rows, Stream stream) override {
+    ++*launches_;
+    DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+    DF11_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
+                                                cudaMemcpyDefault,
+                                                static_cast<cudaStream_t>(stream)));
     return absl::OkStatus();
   }
 
@@ -130,17 +169,20 @@ class CudaDevice final : public GpuDevice {
 
   absl::Status DecodeUnits(std::span<const codec::gpu::UnitView> views, void* workspace,
                            uint64_t workspace_bytes, Stream stream) override {
+    *launches_ += 3;  // the views' copy, the error flag's memset and the kernel
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     return codec::gpu::DecodeUnits(views, workspace, workspace_bytes, stream);
   }
 
   absl::Status BuildSegmentOffsets(std::span<const codec::gpu::UnitView> views, void* workspace,
                                    uint64_t workspace_bytes, Stream stream) override {
+    *launches_ += 3;  // the views' copy, the error flag's memset and the kernel
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     return codec::gpu::BuildSegmentOffsets(views, workspace, workspace_bytes, stream);
   }
 
   absl::Status CheckDecoded(const void* workspace, Stream stream) override {
+    ++host_syncs_;
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     return codec::gpu::CheckDecoded(workspace, stream);
   }
@@ -151,6 +193,7 @@ class CudaDevice final : public GpuDevice {
 
   absl::Status DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views, void* workspace,
                            uint64_t workspace_bytes, Stream stream) override {
+    *launches_ += 2;  // the error flag's memset and the kernel
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     return codec::gpu::DecodeTiled(views, workspace, workspace_bytes, stream);
   }
@@ -162,6 +205,9 @@ class CudaDevice final : public GpuDevice {
  private:
   const int index_;
   const std::string description_;
+  // Shared with the operations, which count their own launches.
+  const std::shared_ptr<std::atomic<uint64_t>> launches_;
+  std::atomic<uint64_t> event_ops_{0}, host_syncs_{0};
   const std::unique_ptr<ForwardOps> forward_ops_;
 };
 
@@ -184,12 +230,14 @@ absl::StatusOr<std::unique_ptr<GpuDevice>> OpenDevice(int index) {
   cudaDeviceProp props{};
   DF11_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, index));
   DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index));
-  DF11_ASSIGN_OR_RETURN(std::unique_ptr<ForwardOps> forward_ops, NewForwardOps());
+  DF11_RETURN_IF_ERROR(CheckKernelImage(absl::StrCat("cuda:", index, " (", props.name, ")")));
+  auto launches = std::make_shared<std::atomic<uint64_t>>(0);
+  DF11_ASSIGN_OR_RETURN(std::unique_ptr<ForwardOps> forward_ops, NewForwardOps(launches));
   return std::unique_ptr<GpuDevice>(
       new CudaDevice(index,
                      absl::StrCat(props.name, " (sm_", props.major, props.minor, ", ",
                                   props.totalGlobalMem >> 20, " MiB)"),
-                     std::move(forward_ops)));
+                     std::move(launches), std::move(forward_ops)));
 }
 
 }  // namespace df11::runtime::cuda

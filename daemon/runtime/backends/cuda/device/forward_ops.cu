@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <tuple>
 
@@ -35,7 +36,7 @@ int Blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); 
 
 cudaStream_t AsCuda(void* stream) { return static_cast<cudaStream_t>(stream); }
 
-absl::Status Launched(const char* what) {
+absl::Status LaunchError(const char* what) {
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
@@ -81,6 +82,36 @@ __global__ void RmsNormKernel(const In* x, const uint16_t* w, int64_t n, float e
   }
 }
 
+// One block per row: x += y (stored), the sum of squares of the new x in fp32 as RmsNormKernel
+// sums, then the scaled row in BF16.
+__global__ void AddRmsNormKernel(float* x, const float* y, const uint16_t* w, int64_t n, float eps,
+                                 float offset, uint16_t* out) {
+  float* row = x + blockIdx.x * n;
+  const float* add = y + blockIdx.x * n;
+  uint16_t* to = out + blockIdx.x * n;
+  float sum = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = row[i] + add[i];
+    row[i] = v;
+    sum += v * v;
+  }
+  __shared__ float partial[kThreads / 32];
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    sum = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
+    if (threadIdx.x == 0) partial[0] = sum;
+  }
+  __syncthreads();
+  const float scale = 1.0f / sqrtf(partial[0] / static_cast<float>(n) + eps);
+  // Each thread reads back the elements it wrote: no barrier needed for them.
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    Store(to, i, row[i] * scale * (offset + Load(w, i)));
+  }
+}
+
 // One thread per (row, head, frequency).
 __global__ void RopeKernel(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
                            const int32_t* row_position, RopeTable t) {
@@ -120,6 +151,59 @@ __global__ void WriteKvKernel(const uint16_t* k, const uint16_t* v, int64_t rows
 
 constexpr int kMaxHeadDim = 256;
 constexpr int kWarps = kThreads / 32;
+
+// A block per head: heads of q first (rows x heads), then of k (rows x kv_heads). The head goes
+// through shared memory: its norm (rounded to BF16, as RmsNormKernel writes it), then RoPE as
+// RopeKernel computes it, back in place; a head of k is then stored in its row's page, with the
+// same head of v.
+constexpr int kHeadThreads = 128;
+__global__ void PrepareHeadsKernel(uint16_t* q, uint16_t* k, const uint16_t* v, int64_t heads,
+                                   const uint16_t* q_norm, const uint16_t* k_norm, float eps,
+                                   float offset, RopeTable t, PagedKv kv) {
+  const int64_t d = kv.head_dim, half = t.rotary_dim / 2;
+  const int64_t per_row = heads + kv.kv_heads;
+  const int64_t r = blockIdx.x / per_row, h = blockIdx.x % per_row;
+  const bool is_key = h >= heads;
+  uint16_t* head = is_key ? k + (r * kv.kv_heads + (h - heads)) * d : q + (r * heads + h) * d;
+  const uint16_t* norm = is_key ? k_norm : q_norm;
+  __shared__ float value[kMaxHeadDim];
+  __shared__ float partial[kHeadThreads / 32];
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) value[i] = Load(head, i);
+  if (norm != nullptr) {
+    float sum = 0;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) sum += value[i] * value[i];
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
+    __syncthreads();
+    float total = 0;
+    for (int w = 0; w < kHeadThreads / 32; ++w) total += partial[w];
+    const float scale = 1.0f / sqrtf(total / static_cast<float>(d) + eps);
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+      value[i] = __bfloat162float(__float2bfloat16_rn(value[i] * scale * (offset + Load(norm, i))));
+    }
+  }
+  __syncthreads();
+  const int64_t pos = kv.row_position[r];
+  const float* inverse = pos >= t.long_from ? t.long_inverse : t.inverse;
+  for (int64_t f = threadIdx.x; f < half; f += blockDim.x) {
+    const float angle = static_cast<float>(pos) * inverse[f];
+    const float cos = cosf(angle) * t.scale, sin = sinf(angle) * t.scale;
+    const float a = value[f], b = value[f + half];
+    value[f] = __bfloat162float(__float2bfloat16_rn(a * cos - b * sin));
+    value[f + half] = __bfloat162float(__float2bfloat16_rn(b * cos + a * sin));
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) Store(head, i, value[i]);
+  if (!is_key) return;
+  const int64_t kvh = h - heads;
+  uint16_t* key = KvAt(kv, r, pos, false) + kvh * d;
+  uint16_t* val = KvAt(kv, r, pos, true) + kvh * d;
+  const uint16_t* v_head = v + (r * kv.kv_heads + kvh) * d;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    Store(key, i, value[i]);
+    val[i] = v_head[i];
+  }
+}
 
 // One block per (row, query head); each warp takes every kWarps-th position and keeps an online
 // softmax (running max m, sum l, and the weighted values, head_dim / 32 per lane); the warps'
@@ -215,6 +299,14 @@ __global__ void SoftCapKernel(float* x, int64_t n, float cap) {
   if (i < n) x[i] = tanhf(x[i] / cap) * cap;
 }
 
+// One block per row, in 2-byte words.
+__global__ void GatherRowsKernel(const char* base, const uint64_t* offsets, int64_t words,
+                                 uint16_t* out) {
+  const auto* row = reinterpret_cast<const uint16_t*>(base + offsets[blockIdx.x]);
+  uint16_t* to = out + blockIdx.x * words;
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) to[i] = row[i];
+}
+
 __global__ void SplitColumnsKernel(const uint16_t* in, int64_t rows, int64_t in_width,
                                    int64_t first, int64_t width, uint16_t* out) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -226,7 +318,9 @@ constexpr uint64_t kTiledWorkspace = 8 << 10;
 
 class CudaForwardOps final : public ForwardOps {
  public:
-  CudaForwardOps(cublasHandle_t handle, cublasLtHandle_t lt) : handle_(handle), lt_(lt) {}
+  CudaForwardOps(cublasHandle_t handle, cublasLtHandle_t lt,
+                 std::shared_ptr<std::atomic<uint64_t>> launches)
+      : handle_(handle), lt_(lt), launches_(std::move(launches)) {}
   ~CudaForwardOps() override {
     for (auto& [shape, plan] : bias_plans_) plan.Destroy();
     cublasLtDestroy(lt_);
@@ -248,6 +342,17 @@ class CudaForwardOps final : public ForwardOps {
     DF11_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
     return Cublas(cublasSetWorkspace(handle_, cublas_workspace_, cublas_workspace_bytes_),
                   "cublasSetWorkspace");
+  }
+
+  absl::Status GatherRows(const char* base, const uint64_t* offsets, int64_t n, int64_t row_bytes,
+                          void* out, Stream stream) override {
+    if (row_bytes % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("GatherRows: rows of ", row_bytes, " bytes"));
+    }
+    if (n == 0 || row_bytes == 0) return absl::OkStatus();
+    GatherRowsKernel<<<static_cast<unsigned>(n), kThreads, 0, AsCuda(stream)>>>(
+        base, offsets, row_bytes / 2, static_cast<uint16_t*>(out));
+    return Launched("GatherRows");
   }
 
   absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
@@ -276,6 +381,7 @@ class CudaForwardOps final : public ForwardOps {
       views.push_back(
           {.matrix = p.w, .x = x, .y = p.y, .ldx = p.w.cols, .ldy = p.w.rows, .bias = p.bias});
     }
+    ++*launches_;
     return codec::gpu::TiledGemv(
         views, static_cast<int>(rows), codec::gpu::TiledType::kBf16,
         y_fp32 ? codec::gpu::TiledType::kF32 : codec::gpu::TiledType::kBf16, tiled_workspace_,
@@ -306,6 +412,7 @@ class CudaForwardOps final : public ForwardOps {
     DF11_RETURN_IF_ERROR(UseStream(AsCuda(stream)));
     // Column-major: y^T [out x rows] = W [out x in] · x^T [in x rows]; W row-major is W^T
     // column-major, hence OP_T.
+    ++*launches_;
     return Cublas(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
                                static_cast<int>(rows), static_cast<int>(in), &alpha, w,
                                CUDA_R_16BF, static_cast<int>(in), x, CUDA_R_16BF,
@@ -335,6 +442,14 @@ class CudaForwardOps final : public ForwardOps {
     return Launched("FloatRmsNorm");
   }
 
+  absl::Status AddRmsNorm(float* x, const float* y, const uint16_t* w, int64_t rows, int64_t n,
+                          float eps, float offset, uint16_t* out, Stream stream) override {
+    if (rows == 0) return absl::OkStatus();
+    AddRmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, AsCuda(stream)>>>(
+        x, y, w, n, eps, offset, out);
+    return Launched("AddRmsNorm");
+  }
+
   absl::Status Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
                     const int32_t* row_position, const RopeTable& table, Stream stream) override {
     const int64_t n = rows * heads * (table.rotary_dim / 2);
@@ -350,6 +465,22 @@ class CudaForwardOps final : public ForwardOps {
     if (n == 0) return absl::OkStatus();
     WriteKvKernel<<<Blocks(n), kThreads, 0, AsCuda(stream)>>>(k, v, rows, kv);
     return Launched("WriteKv");
+  }
+
+  absl::Status PrepareHeadsAndStoreKv(uint16_t* q, uint16_t* k, const uint16_t* v, int64_t rows,
+                                      int64_t heads, const uint16_t* q_norm,
+                                      const uint16_t* k_norm, float eps, float offset,
+                                      const RopeTable& table, const PagedKv& kv,
+                                      Stream stream) override {
+    if (kv.head_dim > kMaxHeadDim || table.rotary_dim > kv.head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat("heads of ", kv.head_dim, " rotating ",
+                                                     table.rotary_dim, "; the kernel takes up to ",
+                                                     kMaxHeadDim));
+    }
+    if (rows == 0) return absl::OkStatus();
+    PrepareHeadsKernel<<<static_cast<unsigned>(rows * (heads + kv.kv_heads)), kHeadThreads, 0,
+                         AsCuda(stream)>>>(q, k, v, heads, q_norm, k_norm, eps, offset, table, kv);
+    return Launched("PrepareHeadsAndStoreKv");
   }
 
   absl::Status Attention(const uint16_t* q, int64_t rows, const AttentionShape& shape,
@@ -465,6 +596,7 @@ class CudaForwardOps final : public ForwardOps {
                                                                &bias, sizeof(bias)),
                                 "cublasLt BIAS_POINTER"));
     const float alpha = 1.0f, beta = 0.0f;
+    ++*launches_;
     return Cublas(cublasLtMatmul(lt_, plan->op, &alpha, w, plan->a, x, plan->b, &beta, y, plan->d,
                                  y, plan->d, &plan->algo, cublas_workspace_,
                                  cublas_workspace_bytes_, AsCuda(stream)),
@@ -482,8 +614,15 @@ class CudaForwardOps final : public ForwardOps {
                   "cublasSetWorkspace");
   }
 
+  // Counts a kernel launch (or a library call), then reports the launch's error.
+  absl::Status Launched(const char* what) {
+    ++*launches_;
+    return LaunchError(what);
+  }
+
   const cublasHandle_t handle_;
   const cublasLtHandle_t lt_;
+  const std::shared_ptr<std::atomic<uint64_t>> launches_;
   absl::flat_hash_map<std::tuple<int64_t, int64_t, int64_t>, BiasPlan> bias_plans_;
   void* tiled_workspace_ = nullptr;
   void* cublas_workspace_ = nullptr;
@@ -493,7 +632,27 @@ class CudaForwardOps final : public ForwardOps {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ForwardOps>> NewForwardOps() {
+absl::Status CheckKernelImage(const std::string& device) {
+  // Loading a kernel's attributes loads the module for the current device: its machine code, or
+  // its PTX compiled by the driver; neither there is cudaErrorNoKernelImageForDevice (or
+  // cudaErrorInvalidDeviceFunction).
+  cudaFuncAttributes attributes{};
+  const cudaError_t e = cudaFuncGetAttributes(&attributes, AddKernel);
+  if (e == cudaSuccess) return absl::OkStatus();
+  cudaGetLastError();  // not sticky: clear it
+  int index = 0, major = 0, minor = 0;
+  cudaGetDevice(&index);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index);
+  return absl::FailedPreconditionError(absl::StrCat(
+      device, " has compute capability ", major, ".", minor,
+      ", for which this build has no code (built for CUDA architectures ", DF11_CUDA_ARCHITECTURES,
+      ": ", cudaGetErrorString(e), "); rebuild with -DCMAKE_CUDA_ARCHITECTURES=", major, minor,
+      " or serve from another GPU"));
+}
+
+absl::StatusOr<std::unique_ptr<ForwardOps>> NewForwardOps(
+    std::shared_ptr<std::atomic<uint64_t>> launches) {
   cublasHandle_t handle = nullptr;
   DF11_RETURN_IF_ERROR(Cublas(cublasCreate(&handle), "cublasCreate"));
   // Tensor-core products in fp32 accumulation. cuBLAS's default lets split-K products reduce
@@ -511,7 +670,7 @@ absl::StatusOr<std::unique_ptr<ForwardOps>> NewForwardOps() {
     cublasDestroy(handle);
     return Cublas(l, "cublasLtCreate");
   }
-  return std::unique_ptr<ForwardOps>(new CudaForwardOps(handle, lt));
+  return std::unique_ptr<ForwardOps>(new CudaForwardOps(handle, lt, std::move(launches)));
 }
 
 }  // namespace df11::runtime::cuda
