@@ -243,6 +243,13 @@ if "bf16" in c:
 else:
     print(f"engine batch {r['batch']}, fused_max_rows {r['fused_max_rows']}:"
           f" decode tok/s df11 {c['df11']['decode_tokens_per_second']:.1f}")
+for name, d in c.items():
+    if "launches_per_step" not in d:
+        continue
+    top = sorted(d.get("profile_us_per_step", {}).items(), key=lambda kv: -kv[1])[:4]
+    print(f"  {name}: {d['launches_per_step']:.0f} launches, {d['event_ops_per_step']:.0f} event ops,"
+          f" {d['host_syncs_per_step']:.1f} host waits per step; profiled"
+          f" {d.get('profiled_us_per_step', 0):.0f} us: " + ", ".join(f"{k} {v:.0f}" for k, v in top))
 PY
 done
 for f in "$out/gpu_load_bench.json" "$out/gpu_load_bench_tiled.json" "$out/gpu_load_bench_97.json"; do
