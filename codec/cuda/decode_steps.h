@@ -1,6 +1,6 @@
 // The GPU decoder's per-thread and per-block steps, written once for the kernel
 // (codec/cuda/huffman_decode.cu) and for the CPU harness that runs them thread by thread
-// (tests/codec/gpu_emulation_test.cc). Plain C++ without CUDA; __host__ __device__ under nvcc.
+// (tests/codec/gpu_emulation.cc, run by decoder_equivalence_test and official_fixtures_test). Plain C++ without CUDA; __host__ __device__ under nvcc.
 //
 // Design (one CTA per 4096-byte DF11 block, one thread per 32-byte segment of it):
 //   - The resident layout adds, per segment, the element offset of its first code inside the

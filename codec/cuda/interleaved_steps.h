@@ -1,6 +1,6 @@
 // The GPU decoder of codec::InterleavedUnit, the lane-interleaved layout: its per-thread steps,
 // written once for the kernel (codec/cuda/interleaved_decode.cu) and for the CPU harness that
-// runs them thread by thread (tests/codec/interleaved_emulation_test.cc). Plain C++ without
+// runs them thread by thread (tests/codec/interleaved_test.cc). Plain C++ without
 // CUDA; __host__ __device__ under nvcc.
 //
 // Design: one warp decodes one segment (about 32K elements); thread t holds the layout's lanes

@@ -1,5 +1,5 @@
 // Writing the Hugging Face hub cache exactly as the `huggingface_hub` Python library does, so
-// that either can use what the other downloaded (layout in docs/HF_HUB_AND_MODELS.md §2):
+// that either can use what the other downloaded (huggingface_hub's cache layout: blobs/, snapshots/, refs/):
 //   CACHEDIR.TAG
 //   .locks/models--{org}--{name}/{etag}.lock      flock'ed while a blob is written
 //   models--{org}--{name}/blobs/{etag}            complete, verified files only (atomic rename)

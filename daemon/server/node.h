@@ -4,7 +4,8 @@
 //
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Node> node, Node::Create(config));
 //   node->StartPreload();                       // config.preload, in the background
-//   DF11_ASSIGN_OR_RETURN(registry::ModelHandle m, node->registry().Acquire("demo"));
+//   DF11_ASSIGN_OR_RETURN(registry::ModelHandle m,
+//                         node->registry().Acquire({.owner = "shared", .name = "demo"}));
 #ifndef DF11_DAEMON_SERVER_NODE_H_
 #define DF11_DAEMON_SERVER_NODE_H_
 

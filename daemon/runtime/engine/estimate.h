@@ -1,6 +1,7 @@
 // What a model directory would take once loaded, read from its config.json and the headers of its
-// safetensors files only: no tensor data is read. The byte counts equal Model::unit_bytes() and
-// Model::plain_bytes() of the same directory once loaded (tested).
+// safetensors files only: no tensor data is read. The byte counts are those of the official
+// files: Model::unit_bytes() and Model::plain_bytes() once loaded without re-encoding (tested);
+// a model re-encoded at load for the CPU (codec::InterleavedUnit) holds a little less.
 //
 //   DF11_ASSIGN_OR_RETURN(ModelEstimate e, EstimateModel("Qwen3-8B-DF11"));
 //   if (e.resident_bytes() > free) ...

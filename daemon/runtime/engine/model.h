@@ -5,8 +5,9 @@
 // load for the CPU (codec::InterleavedUnit, smaller and decoded about twice as fast) and the pages
 // of its official bitstream are returned to the page cache.
 //
-//   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load("Qwen3-8B-DF11", &pool));
+//   DF11_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load("Qwen3-8B-DF11"));
 //   std::vector<uint16_t> scratch(model->layer_scratch_elements());
+//   codec::ThreadPool pool(8);
 //   DF11_ASSIGN_OR_RETURN(LayerWeights w, model->Layer(3, scratch, &pool));
 #ifndef DF11_DAEMON_RUNTIME_ENGINE_MODEL_H_
 #define DF11_DAEMON_RUNTIME_ENGINE_MODEL_H_
