@@ -13,6 +13,19 @@
 
 namespace df11::codec {
 
+namespace gpu {
+// A load of data no thread writes during the launch: through the read-only data cache on the
+// device.
+template <typename T>
+DF11_HOST_DEVICE T LoadReadOnly(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+}  // namespace gpu
+
 // Decodes the code at the top of `window` with the decode rows `luts` (row r at luts + 256 r) and
 // the code-length row `lengths`. Returns the code length (1..32) and sets `symbol`, or returns 0
 // when the tables give no valid code: a pointer after four lookups, or a symbol without a length.

@@ -15,7 +15,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath "${1:-$repo/build}")
 archive=${2:-gpu-bundle.tar.xz}
-programs=(df11 df11d df11ctl cuda_devices_test gpu_decoder_test gpu_interleaved_test gpu_tiled_test
+programs=(df11 df11d df11ctl cuda_devices_test gpu_decoder_test gpu_interleaved_test gpu_lane_test gpu_tiled_test
           decoder_equivalence_gpu_test forward_ops_gpu_test cuda_backend_gpu_test daemon_gpu_test)
 
 stage=$(mktemp -d)

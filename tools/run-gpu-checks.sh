@@ -10,7 +10,7 @@
 #              architectures' forward tests against transformers' goldens, hot swaps during
 #              generation, placement, accounting, bit-exact decode, load/unload cycles); the demo
 #              model's greedy tokens from df11 generate on the GPU against the CPU; df11d on the
-#              GPU; the tiled kernels
+#              GPU; the tiled kernels and the lane-stream decoder (decoder v3)
 #   decoders   the CUDA devices, the DF11 and interleaved decoders, and the decoder corpus through
 #              the kernel
 #   sanitizer  compute-sanitizer memcheck on the forward operations, the backend, the tiled kernels
@@ -135,6 +135,7 @@ print(\"cpu\",a); print(\"gpu\",b); sys.exit(0 if a==b and len(a)==48 else 1)' \
       '$out/generate_cpu.json' '$out/generate_gpu.json'"
   run daemon_gpu_test "$bin/daemon_gpu_test"
   run gpu_tiled_test "$bin/gpu_tiled_test"
+  run gpu_lane_test "$bin/gpu_lane_test"
 fi
 
 if wants decoders; then
@@ -156,6 +157,8 @@ if wants sanitizer; then
   # memcheck reports the refusal as an API error; the long cycles are left to the plain run.
   run memcheck_backend "$cs" --tool memcheck --error-exitcode 1 "$bin/cuda_backend_gpu_test" \
     --gtest_filter=-*ManyLoadUnloadCycles*:*CreateRefusesBudgets*
+  run memcheck_lane "$cs" --tool memcheck --error-exitcode 1 "$bin/gpu_lane_test" \
+    --gtest_filter=-*RandomStress*
   run memcheck_tiled "$cs" --tool memcheck --error-exitcode 1 "$bin/gpu_tiled_test" \
     --gtest_filter=*Bias*:*DataLoss*:*Refuses*:*SeveralMatrices*:*RowRanges*
   run racecheck_tiled "$cs" --tool racecheck --error-exitcode 1 "$bin/gpu_tiled_test" --gtest_filter=*Bias*:*SeveralMatrices*

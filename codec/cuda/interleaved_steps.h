@@ -31,17 +31,6 @@ inline constexpr int kInterleavedLanes = 64;
 inline constexpr int kInterleavedPrefixBits = 7;
 inline constexpr int kInterleavedTableEntries = 1 << kInterleavedPrefixBits;
 
-// A load of data no thread writes during the launch: through the read-only data cache on the
-// device.
-template <typename T>
-DF11_HOST_DEVICE T LoadReadOnly(const T* p) {
-#if defined(__CUDA_ARCH__)
-  return __ldg(p);
-#else
-  return *p;
-#endif
-}
-
 // Table entry: the exponent in bits 0..7, the code length in bits 8..11, bit 15 for the escape.
 inline constexpr uint16_t kEscapeEntry = 0x8000;
 DF11_HOST_DEVICE uint32_t EntryExponent(uint16_t e) { return e & 0xFFu; }

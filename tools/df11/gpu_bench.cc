@@ -13,6 +13,7 @@
 #include "codec/encoder.h"
 #include "codec/gpu_layout.h"
 #include "codec/interleaved.h"
+#include "codec/lane_unit.h"
 #include "codec/safetensors.h"
 #include "codec/synthetic.h"
 #include "codec/thread_pool.h"
@@ -26,6 +27,7 @@
 #include "codec/cuda/devices.h"
 #include "codec/gpu_decoder.h"
 #include "codec/gpu_interleaved.h"
+#include "codec/gpu_lane.h"
 #endif
 
 namespace df11::tool {
@@ -36,8 +38,9 @@ constexpr char kHelp[] =
                       [--segment-elements 32768,8192] [--ctas-per-sm 4,6,8]
 
 Measures the GPU decoders on the current CUDA device: the DF11 decoder (the official bitstream
-with its GPU layout) and the interleaved decoder (the same weights re-encoded as
-codec::InterleavedUnit, rows of 1000 weights). For each size (millions of weights per unit),
+with its GPU layout), the lane-stream decoder (the same weights re-encoded as codec::LaneUnit,
+decoder v3) and the interleaved decoder (re-encoded as codec::InterleavedUnit, rows of 1000
+weights). For each size (millions of weights per unit),
 units of N(0, 0.02^2) BF16 weights are encoded, given both layouts and uploaded; enough distinct
 units are decoded that the output exceeds 512 MB (well past L2), in one launch or, for small
 units, in launches of at most 64 units. Timed with CUDA events after 3 warm-ups; the median of
@@ -66,6 +69,8 @@ struct Result {
   int units = 0, launches = 0;
   double decode_gbps = 0, decode_ms = 0, copy_gbps = 0, bits_per_weight = 0, layout_bits = 0;
   std::vector<InterleavedResult> interleaved;
+  // The lane-stream decoder (codec::LaneUnit, the resident layout of decoder v3).
+  double lane_gbps = 0, lane_ms = 0, lane_bits_per_weight = 0;
 };
 
 // Rows of this many weights in the benchmark's units (segments of 32 rows).
@@ -148,6 +153,9 @@ absl::StatusOr<Result> BenchSize(int64_t millions, int runs, const std::string& 
   std::vector<std::vector<gpu::DeviceInterleavedUnit>> interleaved_units(layouts);
   std::vector<std::vector<gpu::InterleavedView>> interleaved_views(layouts);
   std::vector<uint64_t> interleaved_stored(layouts, 0);
+  std::vector<gpu::DeviceLaneUnit> lane_units;
+  std::vector<gpu::LaneView> lane_views;
+  uint64_t lane_stored = 0;
   DF11_ASSIGN_OR_RETURN(gpu::DeviceBuffer out, gpu::DeviceBuffer::Allocate(unit_bytes * r.units));
   uint16_t* const out_base = static_cast<uint16_t*>(out.data());
   uint64_t stored = 0, extra = 0;
@@ -175,6 +183,11 @@ absl::StatusOr<Result> BenchSize(int64_t millions, int runs, const std::string& 
                          .row_length = r.weights_per_unit % kBenchRowLength});
     }
     const UnitDecoder decoder(unit);
+    DF11_ASSIGN_OR_RETURN(LaneUnit lu, LaneUnit::FromDf11(decoder, &pool));
+    DF11_ASSIGN_OR_RETURN(gpu::DeviceLaneUnit dl, gpu::DeviceLaneUnit::Upload(lu));
+    lane_stored += lu.stored_bytes();
+    lane_views.push_back(dl.view(out_base + r.weights_per_unit * i));
+    lane_units.push_back(std::move(dl));
     for (size_t l = 0; l < layouts; ++l) {
       DF11_ASSIGN_OR_RETURN(InterleavedUnit il,
                             InterleavedUnit::Build(decoder, regions, &pool, segment_elements[l]));
@@ -204,6 +217,11 @@ absl::StatusOr<Result> BenchSize(int64_t millions, int runs, const std::string& 
       return gpu::DecodeUnits(group, w.data(), w.size(), nullptr);
     });
   };
+  auto decode_lanes = [&]() {
+    return DecodeInGroups(lane_views, workspaces, [](auto group, const gpu::DeviceBuffer& w) {
+      return gpu::DecodeLanes(group, w.data(), w.size(), nullptr);
+    });
+  };
   auto decode_interleaved = [&](size_t l, int ctas) {
     return [&, l, ctas]() {
       return DecodeInGroups(
@@ -231,6 +249,7 @@ absl::StatusOr<Result> BenchSize(int64_t millions, int runs, const std::string& 
     return absl::OkStatus();
   };
   DF11_RETURN_IF_ERROR(check_output(decode_df11, "DF11 decoder"));
+  DF11_RETURN_IF_ERROR(check_output(decode_lanes, "lane-stream decoder"));
   for (size_t l = 0; l < layouts; ++l) {
     for (int64_t ctas : ctas_per_sm) {
       DF11_RETURN_IF_ERROR(
@@ -244,6 +263,9 @@ absl::StatusOr<Result> BenchSize(int64_t millions, int runs, const std::string& 
   const auto gbps = [total](double ms) { return total / (ms * 1e-3) / 1e9; };
   DF11_ASSIGN_OR_RETURN(r.decode_ms, MedianMs(runs, decode_df11));
   r.decode_gbps = gbps(r.decode_ms);
+  DF11_ASSIGN_OR_RETURN(r.lane_ms, MedianMs(runs, decode_lanes));
+  r.lane_gbps = gbps(r.lane_ms);
+  r.lane_bits_per_weight = 8.0 * lane_stored / weights;
   for (size_t l = 0; l < layouts; ++l) {
     for (int64_t ctas : ctas_per_sm) {
       InterleavedResult x;
@@ -327,6 +349,11 @@ int RunGpuBench(const std::vector<std::string>& argv) {
       x["decode_vs_copy"] = r.decode_gbps / r.copy_gbps;
       x["bits_per_weight"] = r.bits_per_weight;
       x["layout_extra_bits_per_weight"] = r.layout_bits;
+      x["lane"] = {{"gbps", r.lane_gbps},
+                   {"ms", r.lane_ms},
+                   {"vs_copy", r.lane_gbps / r.copy_gbps},
+                   {"vs_df11_decoder", r.lane_gbps / r.decode_gbps},
+                   {"bits_per_weight", r.lane_bits_per_weight}};
       for (const InterleavedResult& i : r.interleaved) {
         x["interleaved"].push_back({{"segment_elements", i.segment_elements},
                                     {"ctas_per_sm", i.ctas_per_sm},
@@ -348,6 +375,8 @@ int RunGpuBench(const std::vector<std::string>& argv) {
           "%.3f bits/weight + %.3f layout\n",
           static_cast<long long>(r.weights_per_unit / 1000000), r.units, r.copy_gbps, r.decode_gbps,
           r.decode_ms, r.bits_per_weight, r.layout_bits);
+      std::printf("    lane streams (decoder v3): %8.1f GB/s (%.3f ms, %.2fx copy), %.3f bits/weight\n",
+                  r.lane_gbps, r.lane_ms, r.lane_gbps / r.copy_gbps, r.lane_bits_per_weight);
       for (const InterleavedResult& i : r.interleaved) {
         std::printf(
             "    interleaved, segments of %lld, %d CTAs/SM: %8.1f GB/s (%.3f ms), "

@@ -1,0 +1,146 @@
+// The lane-stream layout (codec/lane_unit.h): built from BF16 values and from DF11 units, its
+// reference decoder and the GPU kernel's steps run lane by lane (DecodeLaneView) both give the
+// values back bit for bit, on LLM-like weights, escape-heavy ones, a single exponent, every codable
+// pattern, sizes that end inside a group and a segment, and segment ranges; corrupt words are
+// caught by both without reading outside the unit; the layout's size against DF11's.
+#include "codec/lane_unit.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "codec/encoder.h"
+#include "codec/unit.h"
+#include "tests/codec/test_data.h"
+#include "tests/testing/status_matchers.h"
+
+namespace df11::codec {
+namespace {
+
+using ::df11::testing::IsOk;
+using ::df11::testing::StatusIs;
+
+// Both decoders of `u` reproduce `values`; outputs start poisoned so an unwritten one shows.
+void ExpectDecodes(const LaneUnit& u, const std::vector<uint16_t>& values) {
+  std::vector<uint16_t> reference(values.size(), 0xFFFF), emulated(values.size(), 0xFFFF);
+  ASSERT_THAT(u.Decode(reference), IsOk());
+  EXPECT_EQ(reference, values);
+  EXPECT_TRUE(DecodeLaneView(u.view(emulated.data())));
+  EXPECT_EQ(emulated, values);
+}
+
+TEST(LaneUnitTest, DecodesLlmLikeWeightsOfManySizes) {
+  const uint64_t seed = ::df11::testing::TestSeed();
+  SCOPED_TRACE(::df11::testing::SeedTrace(seed));
+  ThreadPool pool(2);
+  // Whole segments, a partial last group, a partial last segment, a single weight.
+  for (size_t n : {size_t{3} * gpu::kLaneSegment, size_t{8192 + 5}, size_t{40000}, size_t{1},
+                   size_t{257}}) {
+    SCOPED_TRACE(::testing::Message() << n << " weights");
+    const std::vector<uint16_t> values = ::df11::testing::NormalBf16(seed + n, 0.02f, n);
+    absl::StatusOr<LaneUnit> u = LaneUnit::Build(values, &pool);
+    ASSERT_THAT(u.status(), IsOk());
+    EXPECT_EQ(u->num_segments(), (n + gpu::kLaneSegment - 1) / gpu::kLaneSegment);
+    ExpectDecodes(*u, values);
+  }
+}
+
+TEST(LaneUnitTest, DecodesEscapesSingleExponentsAndEveryCodablePattern) {
+  const uint64_t seed = ::df11::testing::TestSeed();
+  SCOPED_TRACE(::df11::testing::SeedTrace(seed));
+  // 143 rare exponents: most are escaped.
+  const std::vector<uint16_t> rare = ::df11::testing::Bf16WithExponentCounts(
+      seed, ::df11::testing::HeavyPlusSingletonsCounts(143, 100000));
+  // One exponent only: codes of one bit.
+  std::vector<uint16_t> ones(20000);  // exponent 0x78
+  for (size_t i = 0; i < ones.size(); ++i) ones[i] = static_cast<uint16_t>(0x3C00 | (i & 0x807F));
+  const std::vector<uint16_t>& one = ones;
+  const std::vector<uint16_t> uniform = ::df11::testing::UniformCodableBf16(seed, 50000);
+  for (const std::vector<uint16_t>* values : {&rare, &one, &uniform}) {
+    absl::StatusOr<LaneUnit> u = LaneUnit::Build(*values, nullptr);
+    ASSERT_THAT(u.status(), IsOk());
+    ExpectDecodes(*u, *values);
+  }
+  absl::StatusOr<LaneUnit> escaped = LaneUnit::Build(rare, nullptr);
+  ASSERT_THAT(escaped.status(), IsOk());
+  EXPECT_LT(escaped->code().m, 143);  // some exponents escaped
+}
+
+TEST(LaneUnitTest, BuildsFromADf11UnitAndIsNoLargerThanDf11) {
+  const uint64_t seed = ::df11::testing::TestSeed();
+  const std::vector<uint16_t> values = ::df11::testing::NormalBf16(seed, 0.02f, 1 << 20);
+  const std::span<const uint16_t> parts[] = {values};
+  absl::StatusOr<EncodedUnit> encoded = EncodeUnit(parts);
+  ASSERT_THAT(encoded.status(), IsOk());
+  absl::StatusOr<Unit> unit = Unit::Validate(encoded->tensors(), "test");
+  ASSERT_THAT(unit.status(), IsOk());
+  ThreadPool pool(2);
+  absl::StatusOr<LaneUnit> u = LaneUnit::FromDf11(UnitDecoder(*unit), &pool);
+  ASSERT_THAT(u.status(), IsOk());
+  ExpectDecodes(*u, values);
+  // Codes, row padding, index and table against DF11's stream, gaps, positions and LUTs, both
+  // with one sign/mantissa byte per weight (about 10.8 bits per weight for each).
+  const UnitTensors& t = unit->tensors();
+  const double df11_bits = 8.0 *
+                           (t.luts.size() + t.encoded_exponent.size() + t.sign_mantissa.size() +
+                            t.output_positions.size() + t.gaps.size()) /
+                           values.size();
+  EXPECT_LT(u->bits_per_weight(), 10.95);
+  EXPECT_LT(u->bits_per_weight(), df11_bits + 0.15);
+  RecordProperty("lane_bits_per_weight", std::to_string(u->bits_per_weight()));
+  RecordProperty("df11_bits_per_weight", std::to_string(df11_bits));
+}
+
+TEST(LaneUnitTest, SegmentRangesDecodeIntoTheirOwnOutput) {
+  const std::vector<uint16_t> values =
+      ::df11::testing::NormalBf16(::df11::testing::TestSeed(), 0.02f, 5 * gpu::kLaneSegment + 77);
+  absl::StatusOr<LaneUnit> u = LaneUnit::Build(values, nullptr);
+  ASSERT_THAT(u.status(), IsOk());
+  // Segments 2..5 (the partial last one included) into an output that holds only them.
+  std::vector<uint16_t> out(values.size() - 2 * gpu::kLaneSegment, 0xFFFF);
+  gpu::LaneView view = u->view(out.data());
+  view.first_segment = 2;
+  view.n_segments = u->num_segments() - 2;
+  EXPECT_TRUE(DecodeLaneView(view));
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), values.begin() + 2 * gpu::kLaneSegment));
+}
+
+TEST(LaneUnitTest, CorruptWordsAreCaughtWithoutReadingOutside) {
+  const std::vector<uint16_t> values =
+      ::df11::testing::NormalBf16(::df11::testing::TestSeed(), 0.02f, 2 * gpu::kLaneSegment);
+  absl::StatusOr<LaneUnit> good = LaneUnit::Build(values, nullptr);
+  ASSERT_THAT(good.status(), IsOk());
+  int caught = 0;
+  for (uint32_t flip : {0x0u, 0xFFFFFFFFu, 0x80000000u}) {
+    // Segment 0's words replaced: all-zero words make every code the shortest, all-one words the
+    // longest; a single flipped bit shifts one lane's codes.
+    LaneUnit u = *good;
+    auto& words = const_cast<std::vector<uint32_t>&>(u.words());
+    const uint32_t end = u.segment_words()[1];
+    if (flip == 0x80000000u) {
+      words[5] ^= flip;
+    } else {
+      std::fill(words.begin(), words.begin() + end, flip);
+    }
+    std::vector<uint16_t> out(values.size());
+    const bool emulated_ok = DecodeLaneView(u.view(out.data()));
+    const absl::Status reference = u.Decode(out);
+    // Both decoders agree on whether the segment is consistent.
+    EXPECT_EQ(emulated_ok, reference.ok()) << std::hex << flip;
+    if (!reference.ok()) {
+      EXPECT_THAT(reference, StatusIs(absl::StatusCode::kDataLoss));
+      ++caught;
+    }
+  }
+  EXPECT_GE(caught, 2);  // zeros and ones at least
+}
+
+TEST(LaneUnitTest, RefusesAnEmptyUnit) {
+  EXPECT_THAT(LaneUnit::Build(std::span<const uint16_t>(), nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace df11::codec
