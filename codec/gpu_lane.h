@@ -40,6 +40,21 @@ size_t LaneWorkspaceBytes();
 absl::Status DecodeLanes(std::span<const LaneView> views, void* workspace, size_t workspace_bytes,
                          StreamRef stream);
 
+// The fused decode + product on the same layout (lane_steps.h): y = x · Wᵀ (+ bias) for each of
+// `products`, x [columns][cols] BF16 in device memory (16-byte aligned rows; every product of a
+// launch has the same cols), columns 1 to kLaneMaxColumns, y fp32 or BF16. Two launches: the
+// products' row pieces (one warp per segment, nothing decoded reaches memory), then each row's
+// pieces summed in order with its bias. Deterministic; each column independent of the others. The
+// error flag as DecodeLanes (with `keep_error`, not cleared first, so several launches share it
+// until one CheckDecoded). kInvalidArgument for no products or more than kMaxLaneProducts, a
+// matrix LaneProductSupported refuses, mixed cols, a bad column count, misaligned x or y, or a
+// small workspace.
+inline constexpr size_t kMaxLaneProducts = 8;
+size_t LaneGemvWorkspaceBytes(std::span<const LaneProduct> products, int columns);
+absl::Status LaneGemv(std::span<const LaneProduct> products, const uint16_t* x, int columns,
+                      bool y_fp32, void* workspace, size_t workspace_bytes, StreamRef stream,
+                      bool keep_error = false);
+
 // One LaneUnit resident on the current device in one allocation: words, segment index, table,
 // and the sign/mantissa bytes with their tail. For tests, benchmarks and tools.
 class DeviceLaneUnit {

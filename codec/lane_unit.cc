@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "codec/format.h"
 
 namespace df11::codec {
 namespace {
@@ -16,10 +17,8 @@ using gpu::kLaneSteps;
 using gpu::kLaneWarp;
 using gpu::kLaneWeights;
 
-constexpr uint8_t ExponentOf(uint16_t v) { return static_cast<uint8_t>((v >> 7) & 0xFF); }
-constexpr uint8_t SignMantissaOf(uint16_t v) {
-  return static_cast<uint8_t>(((v >> 8) & 0x80) | (v & 0x7F));
-}
+using format::Exponent;
+using format::SignMantissa;
 
 // The element that lane `lane` codes at step `step` of segment `segment`.
 constexpr uint64_t ElementOf(uint64_t segment, int lane, int step) {
@@ -76,7 +75,7 @@ absl::StatusOr<LaneUnit> LaneUnit::Build(std::span<const uint16_t> values, Threa
   std::mutex mu;
   ForRange(pool, n, 1 << 20, [&](size_t begin, size_t end) {
     std::array<uint64_t, 256> local{};
-    for (size_t i = begin; i < end; ++i) ++local[ExponentOf(values[i])];
+    for (size_t i = begin; i < end; ++i) ++local[Exponent(values[i])];
     std::lock_guard lock(mu);
     for (int e = 0; e < 256; ++e) histogram[e] += local[e];
   });
@@ -95,7 +94,7 @@ absl::StatusOr<LaneUnit> LaneUnit::Build(std::span<const uint16_t> values, Threa
   const uint64_t segments = (n + kLaneSegment - 1) / kLaneSegment;
   u.sign_mantissa_.assign(segments * kLaneSegment + kSignMantissaTail, 0);
   ForRange(pool, n, 1 << 20, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) u.sign_mantissa_[i] = SignMantissaOf(values[i]);
+    for (size_t i = begin; i < end; ++i) u.sign_mantissa_[i] = SignMantissa(values[i]);
   });
   // Each segment's rows: its lanes' streams, padded to the longest. Past the last weight, the
   // most frequent exponent (the shortest code) fills the last segment.
@@ -109,7 +108,7 @@ absl::StatusOr<LaneUnit> LaneUnit::Build(std::span<const uint16_t> values, Threa
         BitWriter w(lane_words[l]);
         for (int s = 0; s < kLaneSteps; ++s) {
           const uint64_t i = ElementOf(g, l, s);
-          const uint8_t e = i < n ? ExponentOf(values[i]) : filler;
+          const uint8_t e = i < n ? Exponent(values[i]) : filler;
           w.Put(code.value_of[e], code.length_of[e]);
           if (code.escaped(e)) w.Put(e, 8);
         }
@@ -205,7 +204,7 @@ absl::Status LaneUnit::Decode(std::span<uint16_t> out) const {
         const uint64_t i = ElementOf(g, l, s);
         if (i >= n_) continue;
         const uint8_t sm = sign_mantissa_[i];
-        out[i] = static_cast<uint16_t>((sm & 0x80) << 8 | exponent << 7 | (sm & 0x7F));
+        out[i] = format::JoinBf16(static_cast<uint8_t>(exponent), sm);
       }
       longest = std::max(longest, bit);
     }
@@ -262,6 +261,103 @@ bool DecodeLaneView(const gpu::LaneView& view) {
       longest = std::max(longest, s.consumed);
     }
     ok &= gpu::LaneRowsTight(longest, rows);
+  }
+  return ok;
+}
+
+bool LaneProductSupported(uint64_t first_element, uint64_t rows, uint64_t cols) {
+  return rows > 0 && cols > 0 && cols % kLaneGroup == 0 && first_element % kLaneGroup == 0 &&
+         rows <= UINT32_MAX && cols <= UINT32_MAX;
+}
+
+absl::StatusOr<bool> MultiplyLaneProducts(std::span<const gpu::LaneProduct> products,
+                                          const uint16_t* x, int columns, bool y_fp32) {
+  if (columns < 1 || columns > gpu::kLaneMaxColumns) {
+    return absl::InvalidArgumentError(absl::StrCat("a lane product of ", columns, " columns"));
+  }
+  bool ok = true;
+  for (const gpu::LaneProduct& p : products) {
+    if (!LaneProductSupported(p.first_element, p.rows, p.cols)) {
+      return absl::InvalidArgumentError(absl::StrCat("a lane product of ", p.rows, " x ", p.cols,
+                                                     " weights from ", p.first_element));
+    }
+    const uint32_t per_row = gpu::LanePiecesPerRow(p.cols);
+    std::vector<float> pieces(uint64_t{p.rows} * per_row * columns, 0.0f);
+    const uint64_t end = p.first_element + uint64_t{p.rows} * p.cols;
+    const uint64_t first = gpu::LaneProductFirstSegment(p);
+    for (uint64_t g = first; g < first + gpu::LaneProductSegments(p); ++g) {
+      const gpu::LaneView& v = p.unit;
+      if (!gpu::LaneSegmentSound(v.segment_words[g], v.segment_words[g + 1])) {
+        ok = false;
+        continue;
+      }
+      const uint32_t* segment = v.words + v.segment_words[g];
+      const uint32_t rows = (v.segment_words[g + 1] - v.segment_words[g]) / kLaneWarp;
+      // Every lane's state and accumulators side by side, as the warp holds them; the warp's
+      // groups in order, all lanes through one group before the next (the row runs are the
+      // warp's).
+      gpu::LaneState state[kLaneWarp];
+      float acc[kLaneWarp][gpu::kLaneMaxColumns] = {};
+      for (int l = 0; l < kLaneWarp; ++l) gpu::LaneStart(state[l], segment, rows, l);
+      int64_t row = -1;  // of the run being summed
+      auto flush = [&] {
+        if (row < 0) return;
+        for (int c = 0; c < columns; ++c) {
+          // The kernel's butterfly (shuffles by 16, 8, 4, 2, 1); every lane ends with lane 0's.
+          float lane_sum[kLaneWarp];
+          for (int l = 0; l < kLaneWarp; ++l) lane_sum[l] = acc[l][c];
+          for (int o = kLaneWarp / 2; o > 0; o /= 2) {
+            float next[kLaneWarp];
+            for (int l = 0; l < kLaneWarp; ++l) next[l] = lane_sum[l] + lane_sum[l ^ o];
+            std::copy(next, next + kLaneWarp, lane_sum);
+          }
+          const uint64_t k = g - gpu::LaneFirstSegmentOfRow(p.first_element, p.cols, row);
+          pieces[(uint64_t(row) * per_row + k) * columns + c] = lane_sum[0];
+          for (int l = 0; l < kLaneWarp; ++l) acc[l][c] = 0;
+        }
+        row = -1;
+      };
+      for (int j = 0; j < gpu::kLaneGroups; ++j) {
+        const uint64_t e0 = g * kLaneSegment + uint64_t(j) * kLaneGroup;
+        const bool inside = e0 >= p.first_element && e0 < end;
+        const int64_t group_row = inside ? int64_t((e0 - p.first_element) / p.cols) : -1;
+        if (group_row != row) flush();
+        for (int l = 0; l < kLaneWarp; ++l) {
+          uint32_t sm[2];
+          std::memcpy(sm, v.sign_mantissa + e0 + uint64_t(l) * kLaneWeights, 8);
+          uint32_t pairs[4];
+          gpu::LaneGroup(state[l], v.table, segment, rows, l, sm[0], sm[1], pairs);
+          if (!inside) continue;
+          const uint32_t col = static_cast<uint32_t>((e0 - p.first_element) % p.cols) +
+                               uint32_t(l) * kLaneWeights;
+          gpu::LaneMultiply(pairs, x, p.cols, col, columns, acc[l]);
+        }
+        if (inside) row = group_row;
+      }
+      flush();
+      uint32_t longest = 0;
+      for (int l = 0; l < kLaneWarp; ++l) {
+        ok &= gpu::LaneFits(state[l], rows);
+        longest = std::max(longest, state[l].consumed);
+      }
+      ok &= gpu::LaneRowsTight(longest, rows);
+    }
+    // The second launch: each row's pieces in segment order, plus the bias.
+    for (uint32_t t = 0; t < p.rows; ++t) {
+      const uint64_t s0 = gpu::LaneFirstSegmentOfRow(p.first_element, p.cols, t);
+      const uint64_t s1 = (p.first_element + uint64_t{t + 1} * p.cols - 1) / kLaneSegment;
+      for (int c = 0; c < columns; ++c) {
+        const float bias = p.bias != nullptr ? format::Bf16ToFloat(p.bias[t]) : 0.0f;
+        const float y = gpu::LaneSumPieces(&pieces[(uint64_t{t} * per_row) * columns + c],
+                                           static_cast<uint32_t>(s1 - s0 + 1), columns, bias);
+        const uint64_t at = uint64_t(c) * p.rows + t;
+        if (y_fp32) {
+          static_cast<float*>(p.y)[at] = y;
+        } else {
+          static_cast<uint16_t*>(p.y)[at] = format::FloatToBf16(y);
+        }
+      }
+    }
   }
   return ok;
 }

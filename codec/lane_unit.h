@@ -77,6 +77,17 @@ class LaneUnit {
 // inconsistent with its rows (the kernel's error flag).
 bool DecodeLaneView(const gpu::LaneView& view);
 
+// The fused product's steps (gpu::LaneGemv) run the same way: each product of `products` times
+// x [columns][cols] (ldx = cols, BF16), into its y (fp32 when `y_fp32`, else BF16), through the
+// row pieces and their ordered sum, bit for bit what the kernels give. False as DecodeLaneView.
+// kInvalidArgument for a product the kernel refuses (LaneProductSupported).
+absl::StatusOr<bool> MultiplyLaneProducts(std::span<const gpu::LaneProduct> products,
+                                          const uint16_t* x, int columns, bool y_fp32);
+
+// Whether the fused product takes a matrix of `rows` x `cols` weights from `first_element` of a
+// unit: cols and first_element multiples of 256, at least one row.
+bool LaneProductSupported(uint64_t first_element, uint64_t rows, uint64_t cols);
+
 }  // namespace df11::codec
 
 #endif  // DF11_CODEC_LANE_UNIT_H_

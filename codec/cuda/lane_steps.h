@@ -19,6 +19,7 @@
 #ifndef DF11_CODEC_CUDA_LANE_STEPS_H_
 #define DF11_CODEC_CUDA_LANE_STEPS_H_
 
+#include <cmath>
 #include <cstdint>
 
 #include "codec/lut_walk.h"
@@ -158,6 +159,112 @@ DF11_HOST_DEVICE bool LaneFits(const LaneState& s, uint32_t rows) {
 // sizes a segment.
 DF11_HOST_DEVICE bool LaneRowsTight(uint32_t longest, uint32_t rows) {
   return rows > 0 && longest > (rows - 1) * 32u;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fused product y = x · Wᵀ on the same layout, for passes of a few columns of x (tokens): a
+// matrix W [rows][cols] of a unit (its first weight a multiple of 256 into the unit, cols a
+// multiple of 256, so a group of 256 weights is in one row), decoded into registers and
+// multiplied there. Each lane accumulates, per column of x, its 8 weights times the 8 inputs they
+// meet, in fp32 FMAs in weight order, over the groups of one row; when the row ends (or the
+// segment does) the warp sums its 32 lanes in a fixed tree and writes that row's piece. A row's
+// pieces (one per segment it touches) are then summed in segment order with the bias (a second,
+// small launch): deterministic, and each column independent of the others.
+
+inline constexpr int kLaneMaxColumns = 8;
+
+// One product of a launch: W, rows x cols weights from `first_element` of the unit of `unit`
+// (whose first_segment, n_segments and out are unused), times the launch's x, plus `bias` (rows
+// BF16 values; nullptr: none), into y [columns][rows] (fp32 or BF16, as the launch says).
+struct LaneProduct {
+  LaneView unit;
+  uint64_t first_element;
+  uint32_t rows;
+  uint32_t cols;
+  const uint16_t* bias;
+  void* y;
+};
+
+// The segments that hold a product's weights: [first, first + count).
+DF11_HOST_DEVICE uint64_t LaneProductFirstSegment(const LaneProduct& p) {
+  return p.first_element / kLaneSegment;
+}
+DF11_HOST_DEVICE uint64_t LaneProductSegments(const LaneProduct& p) {
+  const uint64_t last = (p.first_element + uint64_t{p.rows} * p.cols - 1) / kLaneSegment;
+  return last + 1 - LaneProductFirstSegment(p);
+}
+
+// The most segments a row of `cols` weights touches: where its pieces go.
+DF11_HOST_DEVICE uint32_t LanePiecesPerRow(uint32_t cols) {
+  return (cols + kLaneSegment - 1) / kLaneSegment + 1;
+}
+// The segment that holds row `row`'s first weight.
+DF11_HOST_DEVICE uint64_t LaneFirstSegmentOfRow(uint64_t first_element, uint32_t cols,
+                                                uint32_t row) {
+  return (first_element + uint64_t{row} * cols) / kLaneSegment;
+}
+
+// 8 BF16 values at `p` (16-byte aligned) as floats: one 16-byte load on the device.
+DF11_HOST_DEVICE void LoadBf16x8(const uint16_t* p, float out[8]) {
+  uint32_t w[4];
+#if defined(__CUDA_ARCH__)
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+#else
+  for (int i = 0; i < 4; ++i) w[i] = uint32_t{p[2 * i]} | uint32_t{p[2 * i + 1]} << 16;
+#endif
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo = w[i] << 16, hi = w[i] & 0xFFFF0000u;
+    float a, b;
+#if defined(__CUDA_ARCH__)
+    a = __uint_as_float(lo);
+    b = __uint_as_float(hi);
+#else
+    __builtin_memcpy(&a, &lo, 4);
+    __builtin_memcpy(&b, &hi, 4);
+#endif
+    out[2 * i] = a;
+    out[2 * i + 1] = b;
+  }
+}
+
+// acc[c] += the lane's 8 weights (pairs, as LaneGroup gives them) · x[c][col .. col + 8), for the
+// `columns` columns of x (row c at x + c * ldx).
+DF11_HOST_DEVICE void LaneMultiply(const uint32_t pairs[4], const uint16_t* x, uint32_t ldx,
+                                   uint32_t col, int columns, float acc[kLaneMaxColumns]) {
+  float w[8];
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo = pairs[i] << 16, hi = pairs[i] & 0xFFFF0000u;
+#if defined(__CUDA_ARCH__)
+    w[2 * i] = __uint_as_float(lo);
+    w[2 * i + 1] = __uint_as_float(hi);
+#else
+    __builtin_memcpy(&w[2 * i], &lo, 4);
+    __builtin_memcpy(&w[2 * i + 1], &hi, 4);
+#endif
+  }
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int c = 0; c < kLaneMaxColumns; ++c) {
+    if (c >= columns) break;
+    float in[8];
+    LoadBf16x8(x + uint64_t(c) * ldx + col, in);
+    float a = acc[c];
+    for (int i = 0; i < 8; ++i) a = fmaf(w[i], in[i], a);
+    acc[c] = a;
+  }
+}
+
+// A row's pieces summed in segment order, plus its bias: the second launch's arithmetic.
+DF11_HOST_DEVICE float LaneSumPieces(const float* pieces, uint32_t n_pieces, uint32_t stride,
+                                     float bias) {
+  float sum = 0;
+  for (uint32_t k = 0; k < n_pieces; ++k) sum += pieces[uint64_t{k} * stride];
+  return sum + bias;
 }
 
 }  // namespace df11::codec::gpu

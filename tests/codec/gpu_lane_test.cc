@@ -1,7 +1,8 @@
 // The GPU decoder of the lane-stream layout on a real device (label gpu): bit-exact against the
 // values (and so the CPU decoder) on LLM-like, escape-heavy and every-pattern weights, sizes that
 // end inside a group and a segment, several units and segment ranges in one launch, random stress
-// up to 10^9 weights with poisoned outputs; corrupt words are kDataLoss; bad launches refused.
+// up to 10^9 weights with poisoned outputs; corrupt words are kDataLoss; bad launches refused;
+// the fused product against its steps run on the host.
 // Its steps run on the CPU in lane_unit_test.
 #include "codec/gpu_lane.h"
 
@@ -110,6 +111,73 @@ TEST_F(GpuLaneTest, CorruptWordsAreDataLoss) {
   DF11_ASSERT_OK(DecodeLanes(std::span(&view, 1), workspace_.data(), workspace_.size(), nullptr));
   EXPECT_THAT(CheckDecoded(workspace_.data(), nullptr),
               StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// The fused product on the device gives what its steps give on the host, bit for bit: q, k and v
+// of a Qwen3-8B layer in one launch (one unit, one input), gate and up, and down (rows across
+// segments), for 1 to 8 columns, fp32 and BF16 outputs, with and without a bias.
+TEST_F(GpuLaneTest, FusedProductsMatchTheirStepsBitForBit) {
+  const uint64_t seed = TestSeed();
+  struct Matrix {
+    uint32_t rows, cols;
+  };
+  const std::vector<std::vector<Matrix>> groups = {
+      {{4096, 4096}, {1024, 4096}, {1024, 4096}}, {{12288, 4096}, {12288, 4096}}, {{4096, 12288}}};
+  for (const std::vector<Matrix>& group : groups) {
+    std::vector<uint16_t> values;
+    std::vector<uint64_t> firsts;
+    for (const Matrix& m : group) {
+      firsts.push_back(values.size());
+      const std::vector<uint16_t> w =
+          NormalBf16(seed + values.size(), 0.02f, uint64_t{m.rows} * m.cols);
+      values.insert(values.end(), w.begin(), w.end());
+    }
+    const LaneUnit u = LaneUnit::Build(values, &pool_).value();
+    const DeviceLaneUnit d = DeviceLaneUnit::Upload(u).value();
+    const uint32_t cols = group[0].cols;
+    const std::vector<uint16_t> x = NormalBf16(seed + 5, 1.0f, 8 * cols);
+    const std::vector<uint16_t> bias = NormalBf16(seed + 6, 0.5f, group[0].rows);
+    DF11_ASSERT_OK_AND_ASSIGN(DeviceBuffer device_x, DeviceBuffer::Allocate(x.size() * 2));
+    DF11_ASSERT_OK(device_x.CopyFromHost(x.data(), x.size() * 2));
+    DF11_ASSERT_OK_AND_ASSIGN(DeviceBuffer device_bias, DeviceBuffer::Allocate(bias.size() * 2));
+    DF11_ASSERT_OK(device_bias.CopyFromHost(bias.data(), bias.size() * 2));
+    for (int columns : {1, 3, 8}) {
+      for (const bool y_fp32 : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << group.size() << " products of " << cols
+                                          << " columns, x of " << columns << ", fp32 " << y_fp32);
+        const int bytes = y_fp32 ? 4 : 2;
+        std::vector<LaneProduct> host, device;
+        std::vector<std::vector<char>> want(group.size());
+        outs_.clear();
+        for (size_t i = 0; i < group.size(); ++i) {
+          want[i].resize(uint64_t{group[i].rows} * columns * bytes);
+          const uint16_t* b = i == 0 ? bias.data() : nullptr;
+          host.push_back({.unit = u.view(nullptr),
+                          .first_element = firsts[i],
+                          .rows = group[i].rows,
+                          .cols = cols,
+                          .bias = b,
+                          .y = want[i].data()});
+          LaneProduct p = host.back();
+          p.unit = d.view(nullptr);
+          p.bias = i == 0 ? static_cast<const uint16_t*>(device_bias.data()) : nullptr;
+          p.y = NewOutput(uint64_t{group[i].rows} * columns * bytes / 2);
+          device.push_back(p);
+        }
+        ASSERT_EQ(MultiplyLaneProducts(host, x.data(), columns, y_fp32).value_or(false), true);
+        DF11_ASSERT_OK_AND_ASSIGN(DeviceBuffer workspace,
+                                  DeviceBuffer::Allocate(LaneGemvWorkspaceBytes(device, columns)));
+        DF11_ASSERT_OK(LaneGemv(device, static_cast<const uint16_t*>(device_x.data()), columns,
+                                y_fp32, workspace.data(), workspace.size(), nullptr));
+        DF11_ASSERT_OK(CheckDecoded(workspace.data(), nullptr));
+        for (size_t i = 0; i < group.size(); ++i) {
+          std::vector<char> got(want[i].size());
+          DF11_ASSERT_OK(outs_[i].CopyToHost(got.data(), got.size()));
+          EXPECT_TRUE(got == want[i]) << "product " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST_F(GpuLaneTest, RefusesBadLaunches) {

@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "codec/encoder.h"
+#include "codec/format.h"
 #include "codec/unit.h"
 #include "tests/codec/test_data.h"
 #include "tests/testing/status_matchers.h"
@@ -135,6 +137,64 @@ TEST(LaneUnitTest, CorruptWordsAreCaughtWithoutReadingOutside) {
     }
   }
   EXPECT_GE(caught, 2);  // zeros and ones at least
+}
+
+// A unit of several matrices, as a decoder layer's: y = x · Wᵀ + b for each, on its steps, against
+// float64 sums; a column's result does not depend on the other columns.
+TEST(LaneUnitTest, FusedProductsMatchFloat64AndColumnsAreIndependent) {
+  const uint64_t seed = ::df11::testing::TestSeed();
+  // (rows, cols): rows inside a segment, a row of exactly one segment, rows across segments.
+  const std::pair<uint32_t, uint32_t> shapes[] = {{96, 512}, {3, 8192}, {5, 12288}, {40, 256}};
+  std::vector<uint16_t> values;
+  std::vector<uint64_t> firsts;
+  for (auto [rows, cols] : shapes) {
+    firsts.push_back(values.size());
+    const std::vector<uint16_t> w =
+        ::df11::testing::NormalBf16(seed + values.size(), 0.05f, uint64_t{rows} * cols);
+    values.insert(values.end(), w.begin(), w.end());
+  }
+  ThreadPool pool(2);
+  const LaneUnit u = LaneUnit::Build(values, &pool).value();
+  for (size_t m = 0; m < std::size(shapes); ++m) {
+    const auto [rows, cols] = shapes[m];
+    SCOPED_TRACE(::testing::Message() << rows << " x " << cols);
+    const std::vector<uint16_t> x = ::df11::testing::NormalBf16(seed + 99 + m, 1.0f, 8 * cols);
+    const std::vector<uint16_t> bias = ::df11::testing::NormalBf16(seed + 7 + m, 0.5f, rows);
+    std::vector<float> y8(8 * rows), y1(rows);
+    gpu::LaneProduct p{.unit = u.view(nullptr),
+                       .first_element = firsts[m],
+                       .rows = rows,
+                       .cols = cols,
+                       .bias = bias.data(),
+                       .y = y8.data()};
+    ASSERT_EQ(MultiplyLaneProducts(std::span(&p, 1), x.data(), 8, true).value_or(false), true);
+    for (uint32_t c = 0; c < 8; ++c) {
+      for (uint32_t t = 0; t < rows; ++t) {
+        double sum = format::Bf16ToFloat(bias[t]);
+        for (uint32_t i = 0; i < cols; ++i) {
+          sum += double(format::Bf16ToFloat(values[firsts[m] + uint64_t{t} * cols + i])) *
+                 format::Bf16ToFloat(x[uint64_t{c} * cols + i]);
+        }
+        ASSERT_NEAR(y8[uint64_t{c} * rows + t], sum, 1e-4 * (1 + std::abs(sum)))
+            << "row " << t << ", column " << c;
+      }
+    }
+    // Column 5 alone gives column 5 of the batch, bit for bit.
+    p.y = y1.data();
+    ASSERT_EQ(MultiplyLaneProducts(std::span(&p, 1), x.data() + 5 * cols, 1, true).value_or(false),
+              true);
+    EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y8.begin() + 5 * rows));
+    // BF16 outputs: the fp32 sums rounded once.
+    std::vector<uint16_t> y16(8 * rows);
+    p.y = y16.data();
+    ASSERT_EQ(MultiplyLaneProducts(std::span(&p, 1), x.data(), 8, false).value_or(false), true);
+    for (size_t i = 0; i < y16.size(); ++i) ASSERT_EQ(y16[i], format::FloatToBf16(y8[i]));
+  }
+  // A matrix the product does not take: cols not a multiple of 256.
+  gpu::LaneProduct bad{.unit = u.view(nullptr), .first_element = 0, .rows = 4, .cols = 100};
+  std::vector<uint16_t> x(100);
+  EXPECT_THAT(MultiplyLaneProducts(std::span(&bad, 1), x.data(), 1, true).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(LaneUnitTest, RefusesAnEmptyUnit) {

@@ -10,6 +10,7 @@
 #include "codec/base/status_macros.h"
 #include "codec/synthetic.h"
 #include "codec/thread_pool.h"
+#include "codec/lane_unit.h"
 #include "codec/tiled_matrix.h"
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
@@ -20,6 +21,7 @@
 
 #include "codec/cuda/device_unit.h"
 #include "codec/cuda/devices.h"
+#include "codec/gpu_lane.h"
 #include "codec/gpu_tiled.h"
 #endif
 
@@ -35,6 +37,9 @@ output head, W of N(0, 0.02^2) BF16 weights, X of 1 to 8 columns (BF16), Y in fp
   fused           the fused decode + tensor-core product on W as a codec::TiledMatrix
                   (codec/gpu_tiled.h): no decoded weight reaches memory
   decode_cublas   the TiledMatrix decoded to BF16 in scratch, then cublasGemmEx
+  lane            the fused decode + CUDA-core product on W as a codec::LaneUnit, the
+                  lane-stream layout of decoder v3 (codec/gpu_lane.h, LaneGemv)
+  lane_decode_cublas  the LaneUnit decoded to BF16 in scratch (DecodeLanes), then cublasGemmEx
 Shapes (rows x columns of W): q 4096x4096, k and v 1024x4096, o 4096x4096, gate and up
 12288x4096, down 4096x12288, lm_head 151936x4096; qkv 6144x4096 and gate_up 24576x4096 are the
 products that share an input, done as one. Each method rotates over enough copies of W that they
@@ -67,13 +72,14 @@ constexpr const char* kShared[] = {"qkv", "o", "gate_up", "down"};
 struct Timing {
   int columns = 0;
   double cublas_us = 0, fused_us = 0, decode_cublas_us = 0, max_difference = 0;
+  double lane_us = 0, lane_decode_cublas_us = 0, lane_max_difference = 0;
 };
 
 struct ShapeResult {
   Shape shape;
   int copies = 0;
-  uint64_t tiled_bytes = 0;
-  double bits_per_weight = 0;
+  uint64_t tiled_bytes = 0, lane_bytes = 0;
+  double bits_per_weight = 0, lane_bits_per_weight = 0;
   std::vector<Timing> timings;
 };
 
@@ -125,9 +131,15 @@ absl::StatusOr<ShapeResult> BenchShape(const Shape& shape, const std::vector<int
   r.tiled_bytes = tiled.stored_bytes();
   r.bits_per_weight = tiled.bits_per_weight();
   r.copies = static_cast<int>(std::max<uint64_t>(1, (2 * l2_bytes) / r.tiled_bytes + 1));
+  DF11_ASSIGN_OR_RETURN(LaneUnit lane, LaneUnit::Build(weights, &pool));
+  r.lane_bytes = lane.stored_bytes();
+  r.lane_bits_per_weight = lane.bits_per_weight();
   std::vector<gpu::DeviceBuffer> bf16;
   std::vector<gpu::DeviceTiledMatrix> resident;
+  std::vector<gpu::DeviceLaneUnit> lanes;
   for (int c = 0; c < r.copies; ++c) {
+    DF11_ASSIGN_OR_RETURN(gpu::DeviceLaneUnit l, gpu::DeviceLaneUnit::Upload(lane));
+    lanes.push_back(std::move(l));
     DF11_ASSIGN_OR_RETURN(gpu::DeviceBuffer b, gpu::DeviceBuffer::Allocate(2 * n));
     DF11_RETURN_IF_ERROR(b.CopyFromHost(weights.data(), 2 * n));
     bf16.push_back(std::move(b));
@@ -143,6 +155,19 @@ absl::StatusOr<ShapeResult> BenchShape(const Shape& shape, const std::vector<int
                         gpu::DeviceBuffer::Allocate(4 * 8 * shape.rows));
   DF11_ASSIGN_OR_RETURN(gpu::DeviceBuffer workspace,
                         gpu::DeviceBuffer::Allocate(gpu::TiledWorkspaceBytes(1)));
+  auto lane_product = [&](int i) {
+    return gpu::LaneProduct{.unit = lanes[i % r.copies].view(nullptr),
+                            .first_element = 0,
+                            .rows = static_cast<uint32_t>(shape.rows),
+                            .cols = static_cast<uint32_t>(shape.cols),
+                            .bias = nullptr,
+                            .y = y.data()};
+  };
+  const gpu::LaneProduct sizing = lane_product(0);
+  DF11_ASSIGN_OR_RETURN(
+      gpu::DeviceBuffer lane_workspace,
+      gpu::DeviceBuffer::Allocate(std::max(gpu::LaneGemvWorkspaceBytes(std::span(&sizing, 1), 8),
+                                           gpu::LaneWorkspaceBytes())));
 
   for (int64_t cols64 : columns) {
     const int cols = static_cast<int>(cols64);
@@ -170,6 +195,17 @@ absl::StatusOr<ShapeResult> BenchShape(const Shape& shape, const std::vector<int
           gpu::DecodeTiled(std::span(&v, 1), workspace.data(), workspace.size(), nullptr));
       return gemm(scratch.data(), y.data());
     };
+    auto lane_fused = [&](int i) {
+      const gpu::LaneProduct p = lane_product(i);
+      return gpu::LaneGemv(std::span(&p, 1), static_cast<const uint16_t*>(x.data()), cols, true,
+                           lane_workspace.data(), lane_workspace.size(), nullptr);
+    };
+    auto lane_decode_cublas = [&](int i) -> absl::Status {
+      const gpu::LaneView v = lanes[i % r.copies].view(static_cast<uint16_t*>(scratch.data()));
+      DF11_RETURN_IF_ERROR(gpu::DecodeLanes(std::span(&v, 1), lane_workspace.data(),
+                                            lane_workspace.size(), nullptr));
+      return gemm(scratch.data(), y.data());
+    };
     const int warmup = r.copies + 2;
     DF11_ASSIGN_OR_RETURN(t.cublas_us, MedianUs(runs, warmup, [&](int i) {
                             return gemm(bf16[i % r.copies].data(), y_cublas.data());
@@ -187,6 +223,21 @@ absl::StatusOr<ShapeResult> BenchShape(const Shape& shape, const std::vector<int
       difference = std::max(difference, double(std::abs(a[k] - b[k])));
     }
     t.max_difference = largest > 0 ? difference / largest : difference;
+    // The lane layout's product and decode, the same way.
+    DF11_ASSIGN_OR_RETURN(t.lane_decode_cublas_us, MedianUs(runs, warmup, lane_decode_cublas));
+    DF11_ASSIGN_OR_RETURN(t.lane_us, MedianUs(runs, warmup, lane_fused));
+    DF11_RETURN_IF_ERROR(gpu::CheckDecoded(lane_workspace.data(), nullptr));
+    DF11_RETURN_IF_ERROR(y.CopyToHost(a.data(), 4 * a.size()));
+    double lane_difference = 0;
+    for (size_t k = 0; k < a.size(); ++k) {
+      lane_difference = std::max(lane_difference, double(std::abs(a[k] - b[k])));
+    }
+    t.lane_max_difference = largest > 0 ? lane_difference / largest : lane_difference;
+    if (t.lane_max_difference > 1e-3) {
+      return absl::InternalError(absl::StrCat("gemv-bench: the lane product and cuBLAS differ by ",
+                                              t.lane_max_difference, " of the largest |Y| on ",
+                                              shape.name));
+    }
     if (t.max_difference > 1e-3) {
       return absl::InternalError(absl::StrCat("gemv-bench: fused and cuBLAS differ by ",
                                               t.max_difference, " of the largest |Y| on ",
@@ -281,7 +332,8 @@ int RunGemvBench(const std::vector<std::string>& argv) {
     nlohmann::ordered_json s{
         {"shape", r.shape.name},        {"rows", r.shape.rows},
         {"cols", r.shape.cols},         {"copies", r.copies},
-        {"tiled_bytes", r.tiled_bytes}, {"bits_per_weight", r.bits_per_weight}};
+        {"tiled_bytes", r.tiled_bytes}, {"bits_per_weight", r.bits_per_weight},
+        {"lane_bytes", r.lane_bytes},   {"lane_bits_per_weight", r.lane_bits_per_weight}};
     for (const Timing& t : r.timings) {
       s["columns"].push_back({{"columns", t.columns},
                               {"cublas_us", t.cublas_us},
@@ -291,7 +343,12 @@ int RunGemvBench(const std::vector<std::string>& argv) {
                               {"cublas_bytes_per_s", 2 * weights / (t.cublas_us * 1e-6)},
                               {"fused_bytes_per_s", r.tiled_bytes / (t.fused_us * 1e-6)},
                               {"fused_bf16_bytes_per_s", 2 * weights / (t.fused_us * 1e-6)},
-                              {"max_difference", t.max_difference}});
+                              {"max_difference", t.max_difference},
+                              {"lane_us", t.lane_us},
+                              {"lane_decode_cublas_us", t.lane_decode_cublas_us},
+                              {"lane_vs_cublas", t.cublas_us / t.lane_us},
+                              {"lane_bytes_per_s", r.lane_bytes / (t.lane_us * 1e-6)},
+                              {"lane_max_difference", t.lane_max_difference}});
     }
     j["shapes"].push_back(s);
   }
@@ -300,12 +357,15 @@ int RunGemvBench(const std::vector<std::string>& argv) {
     const double separate_fused = layer(kSeparate, k, &Timing::fused_us);
     const double shared_cublas = layer(kShared, k, &Timing::cublas_us);
     const double shared_fused = layer(kShared, k, &Timing::fused_us);
+    const double separate_lane = layer(kSeparate, k, &Timing::lane_us);
     if (separate_cublas == 0 && shared_cublas == 0) continue;
     nlohmann::ordered_json l{{"columns", (*columns)[k]}};
     if (separate_cublas > 0) {
       l["separate_cublas_us"] = separate_cublas;
       l["separate_fused_us"] = separate_fused;
       l["separate_fused_vs_cublas"] = separate_cublas / separate_fused;
+      l["separate_lane_us"] = separate_lane;
+      l["separate_lane_vs_cublas"] = separate_cublas / separate_lane;
     }
     if (shared_cublas > 0) {
       l["shared_input_cublas_us"] = shared_cublas;
@@ -323,14 +383,16 @@ int RunGemvBench(const std::vector<std::string>& argv) {
   }
   std::printf("%s, CUDA runtime %s; device-to-device copy %.0f GB/s of traffic\n",
               devices->front().name.c_str(), cuda::RuntimeVersion().c_str(), *copy / 1e9);
-  std::printf("%-8s %6s %6s %4s %10s %10s %10s %8s %11s %6s\n", "shape", "rows", "cols", "X",
-              "cublas us", "fused us", "dec+cub us", "fused/cb", "fused GB/s", "bits");
+  std::printf("%-8s %6s %6s %4s %10s %10s %10s %8s %10s %10s %8s\n", "shape", "rows", "cols",
+              "X", "cublas us", "tiled us", "dec+cub us", "tiled/cb", "lane us", "ldec+cb us",
+              "lane/cb");
   for (const ShapeResult& r : results) {
     for (const Timing& t : r.timings) {
-      std::printf("%-8s %6lld %6lld %4d %10.1f %10.1f %10.1f %8.3f %11.0f %6.3f\n", r.shape.name,
-                  static_cast<long long>(r.shape.rows), static_cast<long long>(r.shape.cols),
-                  t.columns, t.cublas_us, t.fused_us, t.decode_cublas_us, t.cublas_us / t.fused_us,
-                  r.tiled_bytes / (t.fused_us * 1e3), r.bits_per_weight);
+      std::printf("%-8s %6lld %6lld %4d %10.1f %10.1f %10.1f %8.3f %10.1f %10.1f %8.3f\n",
+                  r.shape.name, static_cast<long long>(r.shape.rows),
+                  static_cast<long long>(r.shape.cols), t.columns, t.cublas_us, t.fused_us,
+                  t.decode_cublas_us, t.cublas_us / t.fused_us, t.lane_us,
+                  t.lane_decode_cublas_us, t.cublas_us / t.lane_us);
     }
   }
   for (const auto& l : j["layer"]) std::printf("layer: %s\n", l.dump().c_str());
