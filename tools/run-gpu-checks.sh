@@ -197,6 +197,14 @@ if wants forward && wait_for_model; then
       --device cuda:0 --kv-cache 40GiB --prompt-tokens 512 --tokens 128 --batch $b --runs 1 \
       --fused-max-rows 0 --json > '$out/engine_bench_decoded_b$b.json'"
   done
+  # The lane-stream layout (decoder v3) in the engine: its fused product at batch 1 and 8, its
+  # decode into scratch at 64.
+  for b in 1 8 64; do
+    tokens=$(( b <= 8 ? 128 : 32 ))
+    run "engine_bench_lane_b$b" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' \
+      --device cuda:0 --kv-cache 40GiB --prompt-tokens 512 --tokens $tokens --batch $b --runs 1 \
+      --gpu-layout lane --json > '$out/engine_bench_lane_b$b.json'"
+  done
   run reference_engines sh -c "python3 '$here/tools/bench_reference_engines.py' --bf16 '$m' \
     --df11 '$m-df11' --batch 1,8 --prompt-tokens 512 --tokens 64 > '$out/reference_engines.json'"
 fi
@@ -209,6 +217,9 @@ if wants bench; then
     # The same load with the projections re-encoded as tiled matrices (df11d's default).
     run gpu_load_bench_tiled sh -c "'$bin/df11' gpu-load-bench '$m-df11' --runs 1 --no-density \
       --json > '$out/gpu_load_bench_tiled.json'"
+    # And every unit in the lane-stream layout (built on the host at load, for now).
+    run gpu_load_bench_lane sh -c "'$bin/df11' gpu-load-bench '$m-df11' --runs 1 --no-density \
+      --gpu-layout lane --json > '$out/gpu_load_bench_lane.json'"
     # The most models the GPU holds: nearly all of it, a small KV pool.
     run gpu_load_bench_97 sh -c "'$bin/df11' gpu-load-bench '$m-df11' --bf16 '$m' --runs 1 \
       --budget 97% --kv-cache 1GiB --fused-max-rows 0 --json > '$out/gpu_load_bench_97.json'"
@@ -234,7 +245,7 @@ for l in r.get("layer", []):
           f" tiled shared-input launches {l.get('shared_input_fused_vs_cublas', 0):.2f}x")
 PY
 fi
-for f in "$out"/engine_bench_b*.json "$out"/engine_bench_decoded_b*.json; do
+for f in "$out"/engine_bench_b*.json "$out"/engine_bench_decoded_b*.json "$out"/engine_bench_lane_b*.json; do
   [[ -s $f ]] || continue
   python3 - "$f" <<'PY'
 import json, sys
@@ -245,7 +256,8 @@ if "bf16" in c:
           f" df11 {c['df11']['decode_tokens_per_second']:.1f}"
           f" ({r['ratios']['df11']['decode_vs_bf16']:.2f}x)")
 else:
-    print(f"engine batch {r['batch']}, fused_max_rows {r['fused_max_rows']}:"
+    print(f"engine batch {r['batch']}, fused_max_rows {r['fused_max_rows']},"
+          f" layout {r.get('gpu_layout', 'tiled')}:"
           f" decode tok/s df11 {c['df11']['decode_tokens_per_second']:.1f}")
 for name, d in c.items():
     if "launches_per_step" not in d:
@@ -256,13 +268,15 @@ for name, d in c.items():
           f" {d.get('profiled_us_per_step', 0):.0f} us: " + ", ".join(f"{k} {v:.0f}" for k, v in top))
 PY
 done
-for f in "$out/gpu_load_bench.json" "$out/gpu_load_bench_tiled.json" "$out/gpu_load_bench_97.json"; do
+for f in "$out/gpu_load_bench.json" "$out/gpu_load_bench_tiled.json" "$out/gpu_load_bench_lane.json" \
+         "$out/gpu_load_bench_97.json"; do
   [[ -s $f ]] || continue
   python3 - "$f" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 m = r["model"]
-print(f"load (fused_max_rows {r.get('fused_max_rows', 0)}) {m['file_bytes']/1e9:.2f} GB in"
+print(f"load (fused_max_rows {r.get('fused_max_rows', 0)}, {r.get('gpu_layout', 'tiled')})"
+      f" {m['file_bytes']/1e9:.2f} GB in"
       f" {r['load_seconds']:.3f} s = {r['load_gbps']:.1f} GB/s; H2D copy {r['copy_h2d_gbps']:.1f}"
       f" GB/s; ratio {r['load_vs_copy']:.2f} (target >= 0.80 in DF11's layout)")
 print(f"decode {m['layers']} layers: {r['decode_layers_gbps']:.0f} GB/s of BF16")

@@ -18,7 +18,6 @@ constexpr int kThreads = 256;
 constexpr int kWarpsPerCta = kThreads / kLaneWarp;
 constexpr unsigned kFullWarp = 0xFFFFFFFFu;
 constexpr size_t kErrorOffset = 0;  // where CheckDecoded reads it
-constexpr size_t kPiecesOffset = 16;
 
 struct GemvLaunch {
   LaneProduct products[kMaxLaneProducts];
@@ -129,16 +128,12 @@ __global__ void lane_sum_kernel(const __grid_constant__ GemvLaunch launch, const
   }
 }
 
-uint64_t PiecesOf(const LaneProduct& p, int columns) {
-  return (uint64_t{p.rows} * LanePiecesPerRow(p.cols) * columns + 3) / 4 * 4;  // 16-byte aligned
-}
-
 }  // namespace
 
 size_t LaneGemvWorkspaceBytes(std::span<const LaneProduct> products, int columns) {
   uint64_t floats = 0;
-  for (const LaneProduct& p : products) floats += PiecesOf(p, columns);
-  return kPiecesOffset + floats * sizeof(float);
+  for (const LaneProduct& p : products) floats += LanePieceFloats(p, columns);
+  return kLanePiecesOffset + floats * sizeof(float);
 }
 
 absl::Status LaneGemv(std::span<const LaneProduct> products, const uint16_t* x, int columns,
@@ -178,7 +173,7 @@ absl::Status LaneGemv(std::span<const LaneProduct> products, const uint16_t* x, 
     launch.pieces_at[i] = pieces;
     launch.first_segment[i] = static_cast<uint32_t>(segments);
     segments += LaneProductSegments(p);
-    pieces += PiecesOf(p, columns);
+    pieces += LanePieceFloats(p, columns);
     most = std::max<uint64_t>(most, uint64_t{p.rows} * columns);
   }
   if (segments >= (uint64_t{1} << 31)) {
@@ -190,7 +185,7 @@ absl::Status LaneGemv(std::span<const LaneProduct> products, const uint16_t* x, 
   launch.columns = columns;
   auto* base = static_cast<char*>(workspace);
   auto* error = reinterpret_cast<uint32_t*>(base + kErrorOffset);
-  auto* piece_base = reinterpret_cast<float*>(base + kPiecesOffset);
+  auto* piece_base = reinterpret_cast<float*>(base + kLanePiecesOffset);
   if (!keep_error) DF11_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(error, 0, sizeof(uint32_t), stream));
   const uint64_t grid = (segments + kWarpsPerCta - 1) / kWarpsPerCta;
   lane_pieces_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(launch, piece_base,

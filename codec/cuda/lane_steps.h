@@ -151,6 +151,10 @@ DF11_HOST_DEVICE bool LaneSegmentSound(uint32_t start, uint32_t end) {
          (end - start) / kLaneWarp >= kLaneSteps / 32;
 }
 
+// What a raised error flag of a lane-stream launch means.
+inline constexpr const char* kLaneCorruptMessage =
+    "a lane's codes did not fit its segment's rows (corrupt lane-stream unit)";
+
 // After a segment: whether this lane's codes fit in the segment's rows.
 DF11_HOST_DEVICE bool LaneFits(const LaneState& s, uint32_t rows) {
   return s.consumed <= rows * 32u;
@@ -257,6 +261,13 @@ DF11_HOST_DEVICE void LaneMultiply(const uint32_t pairs[4], const uint16_t* x, u
     for (int i = 0; i < 8; ++i) a = fmaf(w[i], in[i], a);
     acc[c] = a;
   }
+}
+
+// A launch's workspace: its error flag (16 bytes, where CheckDecoded reads it), then each
+// product's pieces (rows x pieces per row x columns floats, 16-byte aligned).
+inline constexpr uint64_t kLanePiecesOffset = 16;
+DF11_HOST_DEVICE uint64_t LanePieceFloats(const LaneProduct& p, int columns) {
+  return (uint64_t{p.rows} * LanePiecesPerRow(p.cols) * uint64_t(columns) + 3) / 4 * 4;
 }
 
 // A row's pieces summed in segment order, plus its bias: the second launch's arithmetic.

@@ -263,6 +263,15 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   }
   DF11_RETURN_IF_ERROR(ReadBytes(memory, "kv_page", 4096, c.kv_page_bytes));
   DF11_RETURN_IF_ERROR(ReadInt(memory, "fused_max_rows", 0, 8, c.fused_max_rows));
+  std::string layout = c.gpu_layout == Config::GpuLayout::kLane ? "lane" : "tiled";
+  DF11_RETURN_IF_ERROR(ReadString(memory, "gpu_layout", layout));
+  if (layout == "tiled") {
+    c.gpu_layout = Config::GpuLayout::kTiled;
+  } else if (layout == "lane") {
+    c.gpu_layout = Config::GpuLayout::kLane;
+  } else {
+    return FieldError("memory.gpu_layout", absl::StrCat("\"", layout, "\" is not tiled or lane"));
+  }
   std::string eviction = c.eviction == Eviction::kLru ? "lru" : "none";
   DF11_RETURN_IF_ERROR(ReadString(memory, "eviction", eviction));
   if (eviction == "lru") {
@@ -612,6 +621,8 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "kv_cache" << YAML::Value << c.kv_cache.ToString();
   out << YAML::Key << "kv_page" << YAML::Value << c.kv_page_bytes;
   out << YAML::Key << "fused_max_rows" << YAML::Value << c.fused_max_rows;
+  out << YAML::Key << "gpu_layout" << YAML::Value
+      << (c.gpu_layout == Config::GpuLayout::kLane ? "lane" : "tiled");
   out << YAML::Key << "eviction" << YAML::Value << (c.eviction == Eviction::kLru ? "lru" : "none");
   out << YAML::Key << "keep_alive" << YAML::Value << FormatDuration(c.keep_alive_seconds);
   out << YAML::EndMap;

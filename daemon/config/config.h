@@ -65,6 +65,11 @@ struct Config {
   // multiply by the compressed projections without decoding them (runtime::CudaBackend::Options::
   // fused_max_rows, 0 to 8); 0 keeps every unit in DF11's layout, which loads faster.
   int64_t fused_max_rows = 8;
+  // GPUs: how DF11 units are kept besides DF11's own layout (runtime::CudaBackend::GpuLayout):
+  // "tiled" (the projections as tiled matrices for short passes) or "lane" (every unit in the
+  // lane-stream layout of decoder v3, for every pass). One goes once a GPU has measured both.
+  enum class GpuLayout { kTiled, kLane };
+  GpuLayout gpu_layout = GpuLayout::kTiled;
   Eviction eviction = Eviction::kLru;
   double keep_alive_seconds = 300;  // a model idle this long may be evicted
 

@@ -56,7 +56,10 @@ absl::StatusOr<std::pair<std::unique_ptr<runtime::Backend>, std::string>> MakeBa
       .kv_pool_bytes = config.kv_cache.Resolve(budget),
       .kv_page_bytes = static_cast<uint64_t>(config.kv_page_bytes),
       .threads = config.cpu_threads,
-      .fused_max_rows = config.fused_max_rows};
+      .fused_max_rows = config.fused_max_rows,
+      .layout = config.gpu_layout == config::Config::GpuLayout::kLane
+                    ? runtime::CudaBackend::GpuLayout::kLane
+                    : runtime::CudaBackend::GpuLayout::kTiled};
   absl::StatusOr<std::unique_ptr<runtime::CudaBackend>> backend =
       runtime::CudaBackend::Create(*std::move(gpu), options);
   if (!backend.ok()) {

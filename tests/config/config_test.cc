@@ -25,6 +25,7 @@ TEST(ConfigTest, EmptyYamlGivesTheDefaults) {
   EXPECT_EQ(c->kv_cache.Resolve(900), 90u);
   EXPECT_EQ(c->kv_page_bytes, 2 << 20);
   EXPECT_EQ(c->fused_max_rows, 8);
+  EXPECT_EQ(c->gpu_layout, Config::GpuLayout::kTiled);
   EXPECT_EQ(c->eviction, Eviction::kLru);
   EXPECT_EQ(c->keep_alive_seconds, 300);
   EXPECT_TRUE(c->preload.empty());
@@ -161,7 +162,8 @@ TEST(ConfigTest, CatalogFilesHoldAListOrACatalogKey) {
 TEST(ConfigTest, PrintedConfigReadsBackTheSame) {
   absl::StatusOr<Config> c = ParseConfig(R"(
 devices: [1]
-memory: {budget: 3000000, kv_cache: 25%, kv_page: 65536, keep_alive: 250ms, fused_max_rows: 0}
+memory: {budget: 3000000, kv_cache: 25%, kv_page: 65536, keep_alive: 250ms, fused_max_rows: 0,
+         gpu_layout: lane}
 preload: [{source: a/b, name: x, pin: true}]
 )",
                                          "");
@@ -174,6 +176,7 @@ preload: [{source: a/b, name: x, pin: true}]
   EXPECT_EQ(again->kv_cache.Resolve(1000), 250u);
   EXPECT_EQ(again->kv_page_bytes, 65536);
   EXPECT_EQ(again->fused_max_rows, 0);
+  EXPECT_EQ(again->gpu_layout, Config::GpuLayout::kLane);
   EXPECT_DOUBLE_EQ(again->keep_alive_seconds, 0.25);
   EXPECT_EQ(again->preload[0].name, "x");
 }
@@ -203,6 +206,7 @@ TEST(ConfigTest, ErrorsNameTheField) {
       {"memory: {kv_cache: 101%}", "memory.kv_cache"},
       {"memory: {kv_page: 100}", "memory.kv_page"},
       {"memory: {fused_max_rows: 9}", "memory.fused_max_rows"},
+      {"memory: {gpu_layout: blocked}", "memory.gpu_layout"},
       {"memory: {keep_alive: 3 days}", "memory.keep_alive"},
       {"preload: [{name: x}]", "preload[0].source"},
       {"preload: [{source: a, name: x}, {source: b, name: x}]", "preload[1].name"},

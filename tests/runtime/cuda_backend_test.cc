@@ -15,10 +15,12 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "codec/base/status_macros.h"
 #include "codec/model.h"
 #include "codec/thread_pool.h"
+#include "tools/df11/synth.h"
 #include "daemon/runtime/backends/cpu/cpu_backend.h"
 #include "daemon/runtime/engine/estimate.h"
 #include "daemon/runtime/backends/cuda/gpu_placement.h"
@@ -554,21 +556,32 @@ const nlohmann::json& EngineGoldens() {
 // within relative L2 2e-2 (BF16 activations against transformers' fp32: 1.5 % on gemma3, under
 // 1 % on the others); and the step's logits the same whether a sequence runs alone or batched
 // with others.
-class CudaForwardTest : public CudaBackendTest,
-                        public ::testing::WithParamInterface<std::string> {};
+class CudaForwardTest
+    : public CudaBackendTest,
+      public ::testing::WithParamInterface<std::tuple<std::string, CudaBackend::GpuLayout>> {};
 
 TEST_P(CudaForwardTest, GivesTransformersLogitsAloneAndBatched) {
-  std::unique_ptr<CudaBackend> backend = NewBackend(SmallOptions());
+  const auto [name, layout] = GetParam();
+  CudaBackend::Options options = SmallOptions();
+  options.layout = layout;
+  std::unique_ptr<CudaBackend> backend = NewBackend(options);
   ASSERT_NE(backend, nullptr);
-  const std::string name = GetParam();
   for (const std::string& dir :
        {Df11Dir(name), (::df11::testing::TestDataDir("engine") / name).string()}) {
     SCOPED_TRACE(dir);
     DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> model, Place(*backend, dir));
     const int64_t V = model->config().vocab_size;
-    // DF11 projections are tiled, and short passes multiply by them without decoding them.
-    EXPECT_EQ(backend->tiled_units(*model) > 0, model->is_df11());
-    EXPECT_EQ(backend->fused(*model, 0), model->is_df11());
+    if (layout == CudaBackend::GpuLayout::kTiled) {
+      // DF11 projections are tiled, and short passes multiply by them without decoding them.
+      EXPECT_EQ(backend->tiled_units(*model) > 0, model->is_df11());
+      EXPECT_EQ(backend->fused(*model, 0), model->is_df11());
+    } else {
+      // Every DF11 unit is in the lane-stream layout: short passes multiply by the projections
+      // whose rows the fused product takes (multiples of 256 weights: few in these small
+      // models), and decode the others.
+      EXPECT_EQ(backend->lane_units(*model) > 0, model->is_df11());
+      EXPECT_EQ(backend->tiled_units(*model), 0u);
+    }
     const auto& cases = EngineGoldens()["models"][name];
     std::vector<std::unique_ptr<KvCache>> caches;
     std::vector<std::vector<int32_t>> prompts;
@@ -619,9 +632,63 @@ TEST_P(CudaForwardTest, GivesTransformersLogitsAloneAndBatched) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, CudaForwardTest,
-                         ::testing::Values("llama3", "qwen2", "qwen3", "mistral", "gemma2",
-                                           "gemma3", "gemma3_mm", "phi3"));
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, CudaForwardTest,
+    ::testing::Combine(::testing::Values("llama3", "qwen2", "qwen3", "mistral", "gemma2", "gemma3",
+                                         "gemma3_mm", "phi3"),
+                       ::testing::Values(CudaBackend::GpuLayout::kTiled,
+                                         CudaBackend::GpuLayout::kLane)));
+
+// The lane-stream layout on a model whose rows the fused product takes (multiples of 256): long
+// passes decode its units into scratch and give what DF11's layout gives, bit for bit; short
+// passes multiply by the compressed units (projections and the untied head) and agree with the
+// decoded ones up to fp32 summation order (whose differences, rounded into BF16 activations,
+// carry through the layers and the KV cache), with the same greedy tokens.
+TEST_F(CudaBackendTest, LaneLayoutMultipliesByTheCompressedUnitsInShortPasses) {
+  const fs::path bf16 = fs::path(::testing::TempDir()) / "lane_synth";
+  const fs::path df11 = fs::path(::testing::TempDir()) / "lane_synth_df11";
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(bf16.string(), {.arch = "qwen3",
+                                                           .layers = 2,
+                                                           .hidden = 256,
+                                                           .intermediate = 768,
+                                                           .heads = 4,
+                                                           .kv_heads = 2,
+                                                           .head_dim = 64,
+                                                           .vocab = 512}));
+  DF11_ASSERT_OK(codec::CompressModel(bf16.string(), df11.string(), {}));
+  CudaBackend::Options lane_options = SmallOptions(), df11_options = SmallOptions();
+  lane_options.layout = CudaBackend::GpuLayout::kLane;
+  df11_options.fused_max_rows = 0;
+  std::unique_ptr<CudaBackend> lane = NewBackend(lane_options);
+  std::unique_ptr<CudaBackend> plain = NewBackend(df11_options);
+  ASSERT_NE(lane, nullptr);
+  ASSERT_NE(plain, nullptr);
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> a, Place(*lane, df11.string()));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> b, Place(*plain, df11.string()));
+  EXPECT_GT(lane->lane_units(*a), 0u);
+  EXPECT_TRUE(lane->fused(*a, 0));
+  EXPECT_TRUE(lane->fused(*a, -1));  // the untied head
+  EXPECT_EQ(plain->lane_units(*b), 0u);
+  EXPECT_EQ(a->unit_bytes() + a->plain_bytes(), b->unit_bytes() + b->plain_bytes());
+  const int64_t V = a->config().vocab_size;
+  std::vector<int32_t> tokens = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45};
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> ca, lane->NewCache(a->config(), 64));
+  DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<KvCache> cb, plain->NewCache(b->config(), 64));
+  std::vector<float> la(V), lb(V);
+  for (int step = 0; step < 5; ++step) {
+    SequenceStep sa{ca.get(), tokens}, sb{cb.get(), tokens};
+    DF11_ASSERT_OK(lane->Forward(*a, std::span(&sa, 1), la));
+    DF11_ASSERT_OK(plain->Forward(*b, std::span(&sb, 1), lb));
+    if (step == 0) {
+      EXPECT_TRUE(la == lb) << "the prompt's pass decodes: the same weights, the same logits";
+    } else {
+      EXPECT_LE(RelativeL2(la, std::vector<double>(lb.begin(), lb.end())), 1e-2) << step;
+      EXPECT_EQ(Argmax(la), Argmax(lb)) << step;
+    }
+    tokens = {Argmax(lb)};
+  }
+  ExpectEveryByteAccounted(*lane, {a.get()});
+}
 
 // Short passes through tiled projections give what the decoded projections give (bit for bit on
 // the emulated device, whose products are the reference's; within fp32 summation order on a GPU);

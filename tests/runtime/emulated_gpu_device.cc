@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/gpu_decoder.h"
+#include "codec/lane_unit.h"
 #include "codec/tiled_matrix.h"
 
 namespace df11::testing {
@@ -117,6 +118,14 @@ class EmulatedGpuDevice::StreamOps final : public runtime::ForwardOps {
     std::vector<TiledProduct> copy(products.begin(), products.end());
     return Later(stream,
                  [=, this] { return reference_.TiledLinear(x, rows, copy, y_fp32, nullptr); });
+  }
+  absl::Status LaneLinear(const uint16_t* x, int64_t rows,
+                          std::span<const codec::gpu::LaneProduct> products, bool y_fp32,
+                          void* workspace, uint64_t workspace_bytes, Stream stream) override {
+    std::vector<codec::gpu::LaneProduct> copy(products.begin(), products.end());
+    return Later(stream, [=, this] {
+      return reference_.LaneLinear(x, rows, copy, y_fp32, workspace, workspace_bytes, nullptr);
+    });
   }
   absl::Status CheckTiled(Stream stream) override {
     if (absl::Status s = device_.StreamSynchronize(stream); !s.ok()) return s;
@@ -515,6 +524,40 @@ absl::Status EmulatedGpuDevice::DecodeTiled(std::span<const codec::gpu::TiledDec
     if (fail) *error = 1;
   });
   return absl::OkStatus();
+}
+
+absl::Status EmulatedGpuDevice::DecodeLanes(std::span<const codec::gpu::LaneView> views,
+                                            void* workspace, uint64_t workspace_bytes,
+                                            Stream stream) {
+  if (views.empty() || views.size() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("a lane launch of ", views.size(), " views"));
+  }
+  if (workspace_bytes < 16) return absl::InvalidArgumentError("a lane launch without a workspace");
+  for (const codec::gpu::LaneView& v : views) {
+    if (reinterpret_cast<uintptr_t>(v.out) % 16 != 0) {
+      return absl::InvalidArgumentError("DecodeLanes: the output must be 16-byte aligned");
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++lane_launches_;
+  }
+  std::vector<codec::gpu::LaneView> staged(views.begin(), views.end());
+  const bool fail = fail_decodes_;
+  Enqueue(stream, [staged = std::move(staged), workspace, fail] {
+    auto* error = static_cast<uint32_t*>(workspace);
+    *error = 0;
+    for (const codec::gpu::LaneView& v : staged) {
+      if (!codec::DecodeLaneView(v)) *error = 1;
+    }
+    if (fail) *error = 1;
+  });
+  return absl::OkStatus();
+}
+
+uint64_t EmulatedGpuDevice::lane_decode_launches() const {
+  std::lock_guard lock(mu_);
+  return lane_launches_;
 }
 
 uint64_t EmulatedGpuDevice::TiledWorkspaceBytes(size_t views) const {

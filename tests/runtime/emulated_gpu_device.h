@@ -73,6 +73,10 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
   absl::Status DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views, void* workspace,
                            uint64_t workspace_bytes, Stream stream) override;
   uint64_t TiledWorkspaceBytes(size_t views) const override;
+  // With the kernel's per-lane steps (codec::DecodeLaneView).
+  absl::Status DecodeLanes(std::span<const codec::gpu::LaneView> views, void* workspace,
+                           uint64_t workspace_bytes, Stream stream) override;
+  uint64_t lane_decode_launches() const;
   // The reference operations, on host memory, each run in its stream's order.
   runtime::ForwardOps* forward_ops() override { return forward_ops_.get(); }
 
@@ -120,6 +124,7 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
   int handles_ = 0;
   uint64_t launches_ = 0;
   uint64_t tiled_launches_ = 0;
+  uint64_t lane_launches_ = 0;
   // Counters, as the CUDA device counts them.
   std::atomic<uint64_t> enqueued_{0}, event_ops_{0}, host_syncs_{0};
   std::atomic<bool> fail_decodes_{false};

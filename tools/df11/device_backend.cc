@@ -28,7 +28,8 @@ absl::StatusOr<DeviceBackend> OpenDeviceBackend(const std::string& device,
   DF11_ASSIGN_OR_RETURN(
       const config::Config sizes,
       config::ParseConfig(absl::StrCat("memory: {budget: \"", memory.budget, "\", kv_cache: \"",
-                                       memory.kv_cache, "\"}\npreload: []\n"),
+                                       memory.kv_cache, "\", gpu_layout: \"", memory.gpu_layout,
+                                       "\"}\npreload: []\n"),
                           ""));
 #ifdef DF11_HAVE_CUDA
   absl::StatusOr<std::unique_ptr<runtime::GpuDevice>> gpu = runtime::cuda::OpenDevice(index);
@@ -43,7 +44,10 @@ absl::StatusOr<DeviceBackend> OpenDeviceBackend(const std::string& device,
       runtime::CudaBackend::Create(
           *std::move(gpu), {.budget = budget,
                             .kv_pool_bytes = sizes.kv_cache.Resolve(budget),
-                            .fused_max_rows = memory.fused_max_rows}));
+                            .fused_max_rows = memory.fused_max_rows,
+                            .layout = sizes.gpu_layout == config::Config::GpuLayout::kLane
+                                          ? runtime::CudaBackend::GpuLayout::kLane
+                                          : runtime::CudaBackend::GpuLayout::kTiled}));
   return DeviceBackend{.backend = std::move(backend), .description = description};
 #else
   return absl::FailedPreconditionError(absl::StrCat(

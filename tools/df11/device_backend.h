@@ -21,9 +21,10 @@ struct GpuMemory {
   std::string budget = "90%";    // of the GPU's memory
   std::string kv_cache = "10%";  // of the budget
   int64_t fused_max_rows = 8;    // df11d's memory.fused_max_rows
+  std::string gpu_layout = "tiled";  // df11d's memory.gpu_layout: tiled or lane
 };
 
-// kInvalidArgument for another spelling (of the device or the sizes); kFailedPrecondition for
+// kInvalidArgument for another spelling (of the device, the sizes or the layout); kFailedPrecondition for
 // cuda:N in a build without CUDA or without such a device (the driver's answer).
 absl::StatusOr<DeviceBackend> OpenDeviceBackend(const std::string& device,
                                                 const runtime::CpuBackend::Options& cpu,

@@ -48,6 +48,7 @@ from 8 more steps timed with events (profile_us_per_step).
   --fused-max-rows N  with cuda:N: df11d's memory.fused_max_rows (default 8: decode steps of up
                       to 8 sequences multiply by the compressed projections directly; 0: every
                       step decodes them into scratch first)
+  --gpu-layout L      with cuda:N: df11d's memory.gpu_layout, tiled (default) or lane
   --threads N         CPU threads (default: one per CPU)
   --json              one JSON object instead of text
 )";
@@ -171,7 +172,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   absl::StatusOr<Args> args =
       Args::Parse(argv,
                   {"df11", "bf16", "prompt-tokens", "tokens", "runs", "threads", "device", "batch",
-                   "budget", "kv-cache", "fused-max-rows"},
+                   "budget", "kv-cache", "fused-max-rows", "gpu-layout"},
                   {"json", "help"});
   if (!args.ok()) return UsageError("engine-bench", std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
@@ -203,7 +204,8 @@ int RunEngineBench(const std::vector<std::string>& argv) {
         OpenDeviceBackend(device_name, {.threads = n_threads, .overlap_decode = overlap},
                           {.budget = args->Get("budget").value_or("90%"),
                            .kv_cache = args->Get("kv-cache").value_or("10%"),
-                           .fused_max_rows = *fused_max_rows}));
+                           .fused_max_rows = *fused_max_rows,
+                           .gpu_layout = args->Get("gpu-layout").value_or("tiled")}));
     backends.push_back(std::move(b));
     return backends.back().backend.get();
   };
@@ -270,6 +272,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
                         {"decode_tokens", *tokens},
                         {"batch", *batch},
                         {"fused_max_rows", device_name == "cpu" ? 0 : *fused_max_rows},
+                        {"gpu_layout", args->Get("gpu-layout").value_or("tiled")},
                         {"runs", *runs},
                         {"layers", mc.num_layers},
                         {"hidden_size", mc.hidden_size},

@@ -32,7 +32,7 @@ constexpr char kHelp[] =
     R"(Usage: df11 gpu-load-bench MODEL_DIR [--bf16 DIR] [--device N] [--budget SIZE]
                            [--kv-cache SIZE] [--runs N] [--staging-buffers N]
                            [--staging-mib N] [--threads N] [--fused-max-rows N]
-                           [--no-density] [--json]
+                           [--gpu-layout tiled|lane] [--no-density] [--json]
 
 Measures the CUDA backend as df11d runs it, on CUDA device N (default 0):
   copy      host-to-device bandwidth from page-locked memory (1 GiB, median of --runs)
@@ -47,7 +47,8 @@ Measures the CUDA backend as df11d runs it, on CUDA device N (default 0):
 --staging-buffers, --staging-mib and --threads set the placement's staging (default 4 buffers of
 32 MiB, threads for half the CPUs; --threads 0 is that default). --fused-max-rows is df11d's
 memory.fused_max_rows (default 8: projections are decoded and re-encoded as tiled matrices on
-the host at load; 0 keeps DF11's layout, the fastest load).
+the host at load; 0 keeps DF11's layout, the fastest load); --gpu-layout is df11d's
+memory.gpu_layout (lane: every unit re-encoded in the lane-stream layout on the host at load).
 --budget and --kv-cache take what df11d's memory.budget and memory.kv_cache take (default 90%
 and 10%: a share of the device, then of the budget). Exit 1 when the device or a model fails.
 )";
@@ -210,6 +211,7 @@ absl::StatusOr<nlohmann::ordered_json> Run(const std::string& dir, const std::st
   out["budget_bytes"] = options.budget;
   out["kv_pool_bytes"] = options.kv_pool_bytes;
   out["fused_max_rows"] = options.fused_max_rows;
+  out["gpu_layout"] = options.layout == runtime::CudaBackend::GpuLayout::kLane ? "lane" : "tiled";
   out["staging"] = {{"buffers", options.staging_buffers},
                     {"bytes", options.staging_bytes},
                     {"threads", runtime::CudaBackend::StagingThreads(options)}};
@@ -288,7 +290,7 @@ int RunGpuLoadBench(const std::vector<std::string>& argv) {
   absl::StatusOr<Args> args =
       Args::Parse(argv,
                   {"bf16", "device", "budget", "kv-cache", "runs", "staging-buffers", "staging-mib",
-                   "threads", "fused-max-rows"},
+                   "threads", "fused-max-rows", "gpu-layout"},
                   {"json", "help", "no-density"});
   if (!args.ok()) return UsageError(kName, std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
@@ -313,9 +315,13 @@ int RunGpuLoadBench(const std::vector<std::string>& argv) {
   // The same spellings as df11d's configuration.
   absl::StatusOr<config::Config> sizes = config::ParseConfig(
       absl::StrCat("memory: {budget: \"", args->Get("budget").value_or("90%"), "\", kv_cache: \"",
-                   args->Get("kv-cache").value_or("10%"), "\"}\npreload: []\n"),
+                   args->Get("kv-cache").value_or("10%"), "\", gpu_layout: \"",
+                   args->Get("gpu-layout").value_or("tiled"), "\"}\npreload: []\n"),
       "");
   if (!sizes.ok()) return UsageError(kName, std::string(sizes.status().message()));
+  options.layout = sizes->gpu_layout == config::Config::GpuLayout::kLane
+                       ? runtime::CudaBackend::GpuLayout::kLane
+                       : runtime::CudaBackend::GpuLayout::kTiled;
   absl::StatusOr<nlohmann::ordered_json> result = Run(
       args->positional()[0], args->Get("bf16").value_or(""), static_cast<int>(*device),
       sizes->budget, sizes->kv_cache, static_cast<int>(*runs), options, !args->Has("no-density"));

@@ -10,6 +10,7 @@
 #include "codec/base/check.h"
 #include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
+#include "codec/lane_unit.h"
 #include "codec/tiled_matrix.h"
 
 namespace df11::runtime {
@@ -150,14 +151,21 @@ absl::Status CudaBackend::Init() {
   queue_ = std::make_unique<CudaDecodeQueue>(*device_, *arena_, device_name_);
   DF11_RETURN_IF_ERROR(queue_->Init(workspace));
   workspace += CudaDecodeQueue::kSlots * slot_bytes;
-  // Units of projections and heads are tiled only where short passes can multiply by them.
-  const bool tile = options_.fused_max_rows > 0 && device_->forward_ops() != nullptr;
+  // Units of projections and heads are tiled only where short passes can multiply by them; the
+  // lane-stream layout serves every pass.
+  using Layout = CudaUploader::Options::Layout;
+  Layout layout = Layout::kDf11;
+  if (options_.layout == GpuLayout::kLane) {
+    layout = Layout::kLane;
+  } else if (options_.fused_max_rows > 0 && device_->forward_ops() != nullptr) {
+    layout = Layout::kTiled;
+  }
   uploader_ = std::make_unique<CudaUploader>(
       *device_, *arena_,
       CudaUploader::Options{.staging_bytes = options_.staging_bytes,
                             .staging_buffers = options_.staging_buffers,
                             .threads = StagingThreads(options_),
-                            .tile = tile});
+                            .layout = layout});
   DF11_RETURN_IF_ERROR(uploader_->Init(workspace, slot_bytes));
   workspace += 2 * CudaUploader::kChecks * slot_bytes;
   if (ForwardOps* ops = device_->forward_ops(); ops != nullptr) {
@@ -243,28 +251,79 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
                                                std::move(embedding_positions));
     models_.insert(placed.get());
   }
-  DF11_ASSIGN_OR_RETURN(std::vector<std::vector<TiledTensor>> tiled,
+  DF11_ASSIGN_OR_RETURN(CudaUploader::Layouts kept,
                         uploader_->Upload(*host, placed->plan(), allocation, progress));
   // A file truncated or rewritten while it was copied gave the device other bytes than the
   // validated ones (the mapping guard turns reads past a truncation into zeros).
   DF11_RETURN_IF_ERROR(host->CheckFiles());
   using FusedSource = CudaPlacedModel::FusedSource;
+  using LaneSource = CudaPlacedModel::LaneSource;
+  // A weight as a lane-stream product, when its unit is lane-stream and the product takes it.
+  auto find_lane = [&](const std::string& name) -> std::optional<LaneSource> {
+    if (name.empty()) return std::nullopt;
+    const absl::StatusOr<WeightLocation> w = host->Locate(name);
+    if (!w.ok() || w->unit < 0 || !kept.lanes[w->unit].has_value() || w->shape.size() != 2 ||
+        !codec::LaneProductSupported(w->offset, w->shape[0], w->shape[1])) {
+      return std::nullopt;
+    }
+    return LaneSource{.unit = static_cast<size_t>(w->unit),
+                      .first_element = w->offset,
+                      .rows = static_cast<uint32_t>(w->shape[0]),
+                      .cols = static_cast<uint32_t>(w->shape[1])};
+  };
+  // The pieces of the largest lane-stream launch a short pass makes: q, k and v; gate and up;
+  // o; down; the head.
+  uint64_t lane_workspace = 0;
+  auto lane_launch = [&](std::initializer_list<std::optional<LaneSource>> sources) {
+    std::vector<codec::gpu::LaneProduct> products;
+    for (const std::optional<LaneSource>& s : sources) {
+      if (s.has_value()) products.push_back({.first_element = s->first_element,
+                                             .rows = s->rows,
+                                             .cols = s->cols});
+    }
+    uint64_t floats = 0;
+    for (const auto& p : products) floats += codec::gpu::LanePieceFloats(p, ForwardOps::kMaxTiledRows);
+    lane_workspace = std::max(lane_workspace, codec::gpu::kLanePiecesOffset + 4 * floats);
+  };
   std::vector<CudaPlacedModel::FusedLayer> layers(host->config().num_layers);
   for (int64_t l = 0; l < host->config().num_layers; ++l) {
     const std::vector<std::string> names = LayerTensorNames(host->config(), l);
-    for (size_t k = 0; k < layers[l].projections.size(); ++k) {
-      layers[l].projections[k] = FindTiled<FusedSource>(*host, tiled, names[k]);
-      layers[l].any |= layers[l].projections[k].has_value();
+    CudaPlacedModel::FusedLayer& f = layers[l];
+    for (size_t k = 0; k < f.projections.size(); ++k) {
+      f.projections[k] = FindTiled<FusedSource>(*host, kept.tiled, names[k]);
+      f.lanes[k] = find_lane(names[k]);
+      f.any |= f.projections[k].has_value() || f.lanes[k].has_value();
       const absl::StatusOr<WeightLocation> w = host->Locate(names[k]);
-      if (!layers[l].projections[k].has_value() && w.ok() && w->unit >= 0 &&
-          !tiled[w->unit].empty()) {
-        layers[l].complete = false;
+      const bool fused_unit = w.ok() && w->unit >= 0 &&
+                              (!kept.tiled[w->unit].empty() || kept.lanes[w->unit].has_value());
+      if (!f.projections[k].has_value() && !f.lanes[k].has_value() && fused_unit) {
+        f.complete = false;
       }
     }
+    // A layer's other tensors (norms, biases) in a fused unit would not be decoded when the pass
+    // skips it: then it may not.
+    for (size_t k = f.projections.size(); k < names.size(); ++k) {
+      if (names[k].empty()) continue;
+      const absl::StatusOr<WeightLocation> w = host->Locate(names[k]);
+      if (w.ok() && w->unit >= 0 &&
+          (!kept.tiled[w->unit].empty() || kept.lanes[w->unit].has_value())) {
+        f.complete = false;
+      }
+    }
+    lane_launch({f.lanes[0], f.lanes[1], f.lanes[2]});
+    lane_launch({f.lanes[3]});
+    lane_launch({f.lanes[4], f.lanes[5]});
+    lane_launch({f.lanes[6]});
   }
-  std::optional<FusedSource> head =
-      FindTiled<FusedSource>(*host, tiled, LmHeadName(host->config()));
-  placed->SetTiled(std::move(tiled), std::move(layers), std::move(head));
+  const std::string head_name = LmHeadName(host->config());
+  std::optional<FusedSource> head = FindTiled<FusedSource>(*host, kept.tiled, head_name);
+  std::optional<LaneSource> lane_head = find_lane(head_name);
+  lane_launch({lane_head});
+  if (std::none_of(kept.lanes.begin(), kept.lanes.end(), [](const auto& l) { return l.has_value(); })) {
+    lane_workspace = 0;
+  }
+  placed->SetFused(std::move(kept.tiled), std::move(kept.lanes), std::move(layers),
+                   std::move(head), std::move(lane_head), lane_workspace);
   const int64_t rotary_dim = host->config().rotary_dim;
   placed->SetRope(RopeTable::Of(host->rotary(false), rotary_dim),
                   RopeTable::Of(host->rotary(true), rotary_dim));
@@ -344,7 +403,13 @@ size_t CudaBackend::tiled_units(const PlacedModel& model) const {
 bool CudaBackend::fused(const PlacedModel& model, int64_t layer) const {
   const CudaPlacedModel* m = Mine(model);
   if (m == nullptr) return false;
-  return layer < 0 ? m->fused_head().has_value() : m->fused_layer(layer) != nullptr;
+  return layer < 0 ? m->fused_head().has_value() || m->lane_head().has_value()
+                   : m->fused_layer(layer) != nullptr;
+}
+
+size_t CudaBackend::lane_units(const PlacedModel& model) const {
+  const CudaPlacedModel* m = Mine(model);
+  return m == nullptr ? 0 : m->lane_units();
 }
 
 BackendMemory CudaBackend::Memory() const {

@@ -57,6 +57,14 @@ namespace df11::runtime {
 
 class CudaBackend final : public Backend {
  public:
+  // How DF11 units are kept on the GPU besides DF11's own layout: kTiled, the projections and an
+  // untied head as tiled matrices (codec::TiledMatrix) for the fused product of short passes,
+  // every other unit in DF11's layout for the first GPU decoder; or kLane, every unit in the
+  // lane-stream layout (codec::LaneUnit, decoder v3), which the decode into scratch, the fused
+  // product of short passes and embedding rows all read. One of the two goes once a GPU has
+  // measured both (df11 gemv-bench, engine-bench).
+  enum class GpuLayout { kTiled, kLane };
+
   struct Options {
     uint64_t budget = 0;         // the arena taken from the device at start
     uint64_t kv_pool_bytes = 0;  // of the budget: the KV pool
@@ -80,6 +88,7 @@ class CudaBackend final : public Backend {
     // usual. 0 keeps every unit in DF11's layout, which loads faster (no host decode and
     // re-encode).
     int64_t fused_max_rows = ForwardOps::kMaxTiledRows;
+    GpuLayout layout = GpuLayout::kTiled;
   };
 
   // The threads that fill the staging buffers under `options` (Options::threads resolved).
@@ -141,9 +150,11 @@ class CudaBackend final : public Backend {
   // Copies `tensor` (of `model`) to host memory `out` (tensor.bytes bytes), after FinishDecodes.
   absl::Status Read(const PlacedModel& model, const DeviceTensor& tensor, std::span<std::byte> out);
 
-  // Units of `model` resident as tiled matrices (Options::fused_max_rows), and whether layer
-  // `layer` (-1: the output head) multiplies by any of them in short passes.
+  // Units of `model` resident as tiled matrices (Options::fused_max_rows) and in the lane-stream
+  // layout (Options::layout), and whether layer `layer` (-1: the output head) multiplies by any
+  // of them in short passes.
   size_t tiled_units(const PlacedModel& model) const;
+  size_t lane_units(const PlacedModel& model) const;
   bool fused(const PlacedModel& model, int64_t layer) const;
 
   // For tests: the arena's bookkeeping, and compaction on demand.

@@ -60,15 +60,22 @@ absl::StatusOr<CudaDecodeQueue::Slot*> CudaDecodeQueue::NextSlotLocked() {
   return &slot;
 }
 
-absl::Status CudaDecodeQueue::LaunchLocked(Slot& slot, const Slot& what, int buffer, bool tiled) {
+absl::Status CudaDecodeQueue::LaunchLocked(Slot& slot, const Slot& what, int buffer,
+                                           Layout layout) {
   const GpuDevice::Stream stream = stream_->get();
   // Not before the forward pass has finished reading what the buffer held; then mark it decoded.
   DF11_RETURN_IF_ERROR(device_.StreamWait(stream, free(buffer)));
-  if (tiled) {
-    DF11_RETURN_IF_ERROR(
-        device_.DecodeTiled(tiled_views_, workspace_ + slot.offset, slot_bytes_, stream));
-  } else {
-    DF11_RETURN_IF_ERROR(device_.DecodeUnits(views_, workspace_ + slot.offset, slot_bytes_, stream));
+  void* workspace = workspace_ + slot.offset;
+  switch (layout) {
+    case Layout::kDf11:
+      DF11_RETURN_IF_ERROR(device_.DecodeUnits(views_, workspace, slot_bytes_, stream));
+      break;
+    case Layout::kTiled:
+      DF11_RETURN_IF_ERROR(device_.DecodeTiled(tiled_views_, workspace, slot_bytes_, stream));
+      break;
+    case Layout::kLane:
+      DF11_RETURN_IF_ERROR(device_.DecodeLanes(lane_views_, workspace, slot_bytes_, stream));
+      break;
   }
   DF11_RETURN_IF_ERROR(device_.Record(ready(buffer), stream));
   slot.pending = true;
@@ -79,11 +86,16 @@ absl::Status CudaDecodeQueue::LaunchLocked(Slot& slot, const Slot& what, int buf
   return absl::OkStatus();
 }
 
+CudaDecodeQueue::Layout CudaDecodeQueue::LayoutOf(const CudaPlacedModel& m, int u) {
+  if (!m.tiled(u).empty()) return Layout::kTiled;
+  return m.lane(u).has_value() ? Layout::kLane : Layout::kDf11;
+}
+
 absl::Status CudaDecodeQueue::DecodeStepLocked(const CudaPlacedModel& m, const DecodeStep& step,
-                                               int buffer, bool skip_tiled, const Slot& what) {
-  for (const bool tiled : {false, true}) {
-    if (tiled && skip_tiled) continue;
-    const auto in_layout = [&](int u) { return m.tiled(u).empty() != tiled; };
+                                               int buffer, bool skip_fused, const Slot& what) {
+  for (const Layout layout : {Layout::kDf11, Layout::kTiled, Layout::kLane}) {
+    if (layout != Layout::kDf11 && skip_fused) continue;
+    const auto in_layout = [&](int u) { return LayoutOf(m, u) == layout; };
     if (std::none_of(step.units.begin(), step.units.end(), in_layout)) continue;
     DF11_ASSIGN_OR_RETURN(Slot * slot, NextSlotLocked());
     absl::ReaderMutexLock lock(&arena_.mu());
@@ -92,18 +104,23 @@ absl::Status CudaDecodeQueue::DecodeStepLocked(const CudaPlacedModel& m, const D
           absl::StrCat("decoding ", step.scratch_elements, " elements into scratch buffer ",
                        buffer, ", which holds ", arena_.scratch_elements(buffer)));
     }
-    const GpuPlacementLayout& layout = m.plan().layout;
+    const GpuPlacementLayout& plan_layout = m.plan().layout;
     const char* base = arena_.AddressLocked(m.allocation());
     auto* out = reinterpret_cast<uint16_t*>(arena_.AddressLocked(arena_.scratch(buffer)));
     views_.clear();
     tiled_views_.clear();
+    lane_views_.clear();
     for (size_t i = 0; i < step.units.size(); ++i) {
       const int u = step.units[i];
       if (!in_layout(u)) continue;
       uint16_t* unit_out = out + step.scratch_offsets[i];
-      if (!tiled) {
-        views_.push_back(layout.unit_images[u].View(base + layout.unit_offsets[u],
-                                                    m.plan().unit_sizes[u], unit_out));
+      if (layout == Layout::kDf11) {
+        views_.push_back(plan_layout.unit_images[u].View(base + plan_layout.unit_offsets[u],
+                                                         m.plan().unit_sizes[u], unit_out));
+        continue;
+      }
+      if (layout == Layout::kLane) {
+        lane_views_.push_back(m.lane(u)->View(base, unit_out));
         continue;
       }
       for (const TiledTensor& t : m.tiled(u)) {
@@ -117,7 +134,7 @@ absl::Status CudaDecodeQueue::DecodeStepLocked(const CudaPlacedModel& m, const D
                                                      " tiled matrices in one decode; at most ",
                                                      codec::gpu::kMaxUnitsPerLaunch));
     }
-    DF11_RETURN_IF_ERROR(LaunchLocked(*slot, what, buffer, tiled));
+    DF11_RETURN_IF_ERROR(LaunchLocked(*slot, what, buffer, layout));
   }
   return absl::OkStatus();
 }
@@ -150,7 +167,7 @@ absl::Status CudaDecodeQueue::FinishLocked() {
 }
 
 absl::Status CudaDecodeQueue::DecodeLayer(const CudaPlacedModel& m, int64_t layer, int buffer,
-                                          bool skip_tiled) {
+                                          bool skip_fused) {
   if (layer < 0 || layer >= static_cast<int64_t>(m.plan().layers.size()) || buffer < 0 ||
       buffer > 1) {
     return absl::InvalidArgumentError(absl::StrCat("DecodeLayer: layer ", layer, " of ",
@@ -159,7 +176,7 @@ absl::Status CudaDecodeQueue::DecodeLayer(const CudaPlacedModel& m, int64_t laye
   const DecodeStep& step = m.plan().layers[layer].decode;
   if (step.units.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  return DecodeStepLocked(m, step, buffer, skip_tiled,
+  return DecodeStepLocked(m, step, buffer, skip_fused,
                           Slot{.model = &m, .what = Slot::What::kLayer, .layer = layer});
 }
 
@@ -173,9 +190,15 @@ absl::Status CudaDecodeQueue::DecodeHead(const CudaPlacedModel& m) {
 
 int64_t CudaDecodeQueue::EmbeddingRowsPerCall(const CudaPlacedModel& m) const {
   if (m.plan().embedding_unit < 0) return std::numeric_limits<int64_t>::max();
+  // A lane-stream row takes the segments that hold it: at most one more than its length needs.
+  const uint64_t span =
+      m.lane(m.plan().embedding_unit).has_value()
+          ? ((m.config().hidden_size + codec::gpu::kLaneSegment - 1) / codec::gpu::kLaneSegment +
+             1) * codec::gpu::kLaneSegment
+          : m.plan().embedding_row_span;
   absl::ReaderMutexLock lock(&arena_.mu());
-  return static_cast<int64_t>(std::min<uint64_t>(
-      codec::gpu::kMaxUnitsPerLaunch, arena_.scratch_elements(1) / m.plan().embedding_row_span));
+  return static_cast<int64_t>(
+      std::min<uint64_t>(codec::gpu::kMaxUnitsPerLaunch, arena_.scratch_elements(1) / span));
 }
 
 absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
@@ -202,7 +225,7 @@ absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
     }
     return absl::OkStatus();
   }
-  const int64_t per_call = EmbeddingRowsPerCall(m);
+  const int64_t per_call = EmbeddingRowsPerCall(m);  // lane rows: at most two segments each
   if (static_cast<int64_t>(tokens.size()) > per_call) {
     return absl::InvalidArgumentError(absl::StrCat("DecodeEmbeddingRows: ", tokens.size(),
                                                    " tokens; at most ", per_call, " per call"));
@@ -216,8 +239,26 @@ absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
   const char* base = arena_.AddressLocked(m.allocation()) + plan.layout.unit_offsets[u];
   auto* out = reinterpret_cast<uint16_t*>(arena_.AddressLocked(arena_.scratch(1)));
   uint64_t cursor = 0;
+  const Layout layout = m.lane(u).has_value() ? Layout::kLane : Layout::kDf11;
   views_.clear();
-  for (size_t k = 0; k < tokens.size(); ++k) {
+  lane_views_.clear();
+  if (layout == Layout::kLane) {
+    // The segments that hold each row, decoded into their own part of the scratch.
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      const uint64_t start = plan.embedding_offset + uint64_t(tokens[k]) * hidden;
+      const uint64_t s0 = start / codec::gpu::kLaneSegment;
+      const uint64_t s1 = (start + hidden - 1) / codec::gpu::kLaneSegment;
+      codec::gpu::LaneView view = m.lane(u)->View(arena_.AddressLocked(m.allocation()), out + cursor);
+      view.first_segment = static_cast<uint32_t>(s0);
+      view.n_segments = static_cast<uint32_t>(s1 - s0 + 1);
+      lane_views_.push_back(view);
+      rows[k] = DeviceTensor{.space = DeviceTensor::Space::kScratch1,
+                             .offset = (cursor + start - s0 * codec::gpu::kLaneSegment) * 2,
+                             .bytes = row_bytes};
+      cursor += (s1 - s0 + 1) * codec::gpu::kLaneSegment;
+    }
+  }
+  for (size_t k = 0; k < tokens.size() && layout == Layout::kDf11; ++k) {
     // The blocks [b0, b1) that hold the row's elements [start, end).
     const uint64_t start = plan.embedding_offset + uint64_t(tokens[k]) * hidden;
     const uint64_t end = start + hidden;
@@ -235,8 +276,7 @@ absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
     cursor += p[b1] - p[b0];
   }
   DF11_CHECK(cursor <= arena_.scratch_elements(1));
-  return LaunchLocked(*slot, Slot{.model = &m, .what = Slot::What::kEmbedding}, 1,
-                      /*tiled=*/false);
+  return LaunchLocked(*slot, Slot{.model = &m, .what = Slot::What::kEmbedding}, 1, layout);
 }
 
 absl::Status CudaDecodeQueue::Read(const CudaPlacedModel& m, const DeviceTensor& tensor,

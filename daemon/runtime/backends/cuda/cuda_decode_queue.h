@@ -48,9 +48,10 @@ class CudaDecodeQueue {
   GpuDevice::Event ready(int buffer) const { return ready_[buffer]->get(); }
   GpuDevice::Event free(int buffer) const { return free_[buffer]->get(); }
 
-  // Layer `layer` of `m` into scratch buffer `buffer` (all its units, or with `skip_tiled` only
-  // those in DF11's layout); then LayerTensorOf gives each tensor.
-  absl::Status DecodeLayer(const CudaPlacedModel& m, int64_t layer, int buffer, bool skip_tiled)
+  // Layer `layer` of `m` into scratch buffer `buffer` (all its units, or with `skip_fused` only
+  // those a short pass cannot multiply by directly: DF11's layout); then LayerTensorOf gives each
+  // tensor.
+  absl::Status DecodeLayer(const CudaPlacedModel& m, int64_t layer, int buffer, bool skip_fused)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The output head into its buffer (plan.head_buffer); then LmHeadOf gives it.
   absl::Status DecodeHead(const CudaPlacedModel& m) ABSL_LOCKS_EXCLUDED(mu_);
@@ -71,6 +72,9 @@ class CudaDecodeQueue {
   void Forget(const CudaPlacedModel& m) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // The layouts a launch decodes: DF11's (the first decoder), tiled matrices, lane streams.
+  enum class Layout { kDf11, kTiled, kLane };
+  static Layout LayoutOf(const CudaPlacedModel& m, int u);
   // One launch's workspace slot and what it decoded, for errors.
   struct Slot {
     enum class What { kLayer, kHead, kEmbedding };
@@ -85,14 +89,14 @@ class CudaDecodeQueue {
   absl::StatusOr<Slot*> NextSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Enqueues one launch into scratch buffer `buffer` with `slot`'s workspace, after free(buffer),
-  // and records ready(buffer): views_ by the DF11 decoder, or, with `tiled`, tiled_views_ by the
-  // tiled one.
-  absl::Status LaunchLocked(Slot& slot, const Slot& what, int buffer, bool tiled)
+  // and records ready(buffer): the views of `layout` (views_, tiled_views_ or lane_views_) by its
+  // decoder.
+  absl::Status LaunchLocked(Slot& slot, const Slot& what, int buffer, Layout layout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_SHARED_LOCKS_REQUIRED(arena_.mu());
-  // The units of `step` (all, or with `skip_tiled` only those in DF11's layout) into scratch
+  // The units of `step` (all, or with `skip_fused` only those in DF11's layout) into scratch
   // buffer `buffer`, one launch per layout.
   absl::Status DecodeStepLocked(const CudaPlacedModel& m, const DecodeStep& step, int buffer,
-                                bool skip_tiled, const Slot& what)
+                                bool skip_fused, const Slot& what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   GpuDevice& device_;
@@ -109,6 +113,7 @@ class CudaDecodeQueue {
   size_t next_slot_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<codec::gpu::UnitView> views_ ABSL_GUARDED_BY(mu_);  // reused per launch
   std::vector<codec::gpu::TiledDecodeView> tiled_views_ ABSL_GUARDED_BY(mu_);
+  std::vector<codec::gpu::LaneView> lane_views_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace df11::runtime

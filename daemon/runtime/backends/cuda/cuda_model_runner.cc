@@ -118,6 +118,11 @@ class CudaModelRunner::Pass final : public DecoderOps {
       absl::ReaderMutexLock lock(&b_.arena_.mu());
       DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(Base() + buffers_.pages, b_.pinned_,
                                                  buffers_.embedding_rows - buffers_.pages, stream_));
+      // The fused lane products' error flag, read after the pass.
+      if (short_pass_ && m_.lane_workspace_bytes() > 0) {
+        DF11_RETURN_IF_ERROR(
+            b_.device_.MemsetAsync(LaneWorkspace(), 0, codec::gpu::kLanePiecesOffset, stream_));
+      }
     }
     const int64_t H = c_.hidden_size;
     const int64_t per_call = std::max<int64_t>(1, b_.queue_.EmbeddingRowsPerCall(m_));
@@ -154,9 +159,9 @@ class CudaModelRunner::Pass final : public DecoderOps {
 
   // Layer l computes from scratch buffer l % 2 while layer l + 1 decodes into the other.
   absl::Status BeginLayer(int64_t l) override {
-    if (l == 0) DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, 0, 0, SkipTiled(0)));
+    if (l == 0) DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, 0, 0, SkipFused(0)));
     if (l + 1 < c_.num_layers) {
-      DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, l + 1, 1 - Buffer(l), SkipTiled(l + 1)));
+      DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, l + 1, 1 - Buffer(l), SkipFused(l + 1)));
     }
     layer_ = l;
     tiled_ = short_pass_ ? m_.fused_layer(l) : nullptr;
@@ -188,6 +193,19 @@ class CudaModelRunner::Pass final : public DecoderOps {
                                       .bias = Weight(BiasOf(p.weight)),
                                       .y = Address(p.out)};
     };
+    auto is_lane = [&](const Product& p) {
+      return tiled_ != nullptr && tiled_->lanes[Index(p.weight)].has_value();
+    };
+    // Every weight lane-stream: one fused launch (two kernels) for all of them.
+    if (std::all_of(products.begin(), products.end(), is_lane)) {
+      absl::InlinedVector<codec::gpu::LaneProduct, 3> lanes;
+      for (const Product& p : products) {
+        lanes.push_back(LaneProductOf(*tiled_->lanes[Index(p.weight)], Weight(BiasOf(p.weight)),
+                                      Address(p.out)));
+      }
+      return ops_.LaneLinear(x, rows_, lanes, y_fp32, LaneWorkspace(),
+                             m_.lane_workspace_bytes(), stream_);
+    }
     // Every weight tiled: one launch for all of them.
     if (std::all_of(products.begin(), products.end(), is_tiled)) {
       absl::InlinedVector<ForwardOps::TiledProduct, 3> tiled;
@@ -196,7 +214,8 @@ class CudaModelRunner::Pass final : public DecoderOps {
     }
     // Adjacent weights in a short pass: one product, split into the outputs.
     if (products.size() > 1 && Adjacent(products.front().weight) && rows_ <= kGroupedMaxRows &&
-        std::none_of(products.begin(), products.end(), is_tiled)) {
+        std::none_of(products.begin(), products.end(), is_tiled) &&
+        std::none_of(products.begin(), products.end(), is_lane)) {
       int64_t width = 0;
       absl::InlinedVector<ForwardOps::ColumnRange, 3> split;
       for (const Product& p : products) {
@@ -213,6 +232,11 @@ class CudaModelRunner::Pass final : public DecoderOps {
       if (is_tiled(p)) {
         const ForwardOps::TiledProduct one[] = {tiled_product(p)};
         DF11_RETURN_IF_ERROR(ops_.TiledLinear(x, rows_, one, y_fp32, stream_));
+      } else if (is_lane(p)) {
+        const codec::gpu::LaneProduct one[] = {LaneProductOf(
+            *tiled_->lanes[Index(p.weight)], Weight(BiasOf(p.weight)), Address(p.out))};
+        DF11_RETURN_IF_ERROR(ops_.LaneLinear(x, rows_, one, y_fp32, LaneWorkspace(),
+                                             m_.lane_workspace_bytes(), stream_));
       } else {
         DF11_RETURN_IF_ERROR(ops_.Linear(x, Weight(p.weight), Weight(BiasOf(p.weight)), rows_,
                                          Width(in), Width(p.out), Address(p.out), y_fp32,
@@ -286,7 +310,8 @@ class CudaModelRunner::Pass final : public DecoderOps {
     const int64_t H = c_.hidden_size, V = c_.vocab_size;
     const int64_t S = static_cast<int64_t>(batch_.size());
     const bool tiled_head = short_pass_ && m_.fused_head().has_value();
-    if (!tiled_head) DF11_RETURN_IF_ERROR(b_.queue_.DecodeHead(m_));
+    const bool lane_head = short_pass_ && m_.lane_head().has_value();
+    if (!tiled_head && !lane_head) DF11_RETURN_IF_ERROR(b_.queue_.DecodeHead(m_));
     {
       absl::ReaderMutexLock lock(&b_.arena_.mu());
       const int head_buffer = m_.plan().head_buffer;
@@ -306,6 +331,10 @@ class CudaModelRunner::Pass final : public DecoderOps {
         const ForwardOps::TiledProduct head[] = {
             {.w = m_.fused_head()->View(b_.arena_.AddressLocked(m_.allocation())), .y = out}};
         DF11_RETURN_IF_ERROR(ops_.TiledLinear(last, S, head, true, stream_));
+      } else if (lane_head) {
+        const codec::gpu::LaneProduct head[] = {LaneProductOf(*m_.lane_head(), nullptr, out)};
+        DF11_RETURN_IF_ERROR(ops_.LaneLinear(last, S, head, true, LaneWorkspace(),
+                                             m_.lane_workspace_bytes(), stream_));
       } else {
         DF11_RETURN_IF_ERROR(
             ops_.Linear(last, Tensor(LmHeadOf(m_.plan())), nullptr, S, H, V, out, true, stream_));
@@ -324,8 +353,9 @@ class CudaModelRunner::Pass final : public DecoderOps {
   static int Buffer(int64_t layer) { return static_cast<int>(layer % 2); }
   static size_t Index(LayerWeight w) { return static_cast<size_t>(w); }
   float Eps() const { return static_cast<float>(c_.rms_norm_eps); }
-  // In a short pass, a layer whose tiled units all have their sources here decodes none of them.
-  bool SkipTiled(int64_t l) const {
+  // In a short pass, a layer whose tiled or lane-stream units all have their sources here decodes
+  // none of them.
+  bool SkipFused(int64_t l) const {
     const CudaPlacedModel::FusedLayer* f = short_pass_ ? m_.fused_layer(l) : nullptr;
     return f != nullptr && f->complete;
   }
@@ -384,6 +414,21 @@ class CudaModelRunner::Pass final : public DecoderOps {
   // The current layer's weight (nullptr when it has none), decoded or resident.
   const uint16_t* Weight(LayerWeight w) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
     return Tensor(LayerTensorOf(m_.plan(), layer_, Buffer(layer_), Index(w)));
+  }
+  // A lane-stream projection as the fused product takes it.
+  codec::gpu::LaneProduct LaneProductOf(const CudaPlacedModel::LaneSource& s, const uint16_t* bias,
+                                        void* y) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+    return codec::gpu::LaneProduct{
+        .unit = m_.lane(s.unit)->View(b_.arena_.AddressLocked(m_.allocation()), nullptr),
+        .first_element = s.first_element,
+        .rows = s.rows,
+        .cols = s.cols,
+        .bias = bias,
+        .y = y};
+  }
+  // The fused lane products' pieces and error flag (in the pass buffers).
+  void* LaneWorkspace() const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
+    return Base() + buffers_.lane_workspace;
   }
   PagedKv Kv() const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
     return PagedKv{
@@ -540,6 +585,7 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   take(b.last, S * H * 2);
   take(b.last_x, S * H * 4);
   take(b.logits, S * V * 4);
+  if (rows <= options_.fused_max_rows) take(b.lane_workspace, m.lane_workspace_bytes());
   // Last, the metadata the host writes: the KV pages and, per row, its sequence's first page in
   // them and its position; the offset of each sequence's last row of x; the embedding rows'
   // offsets. One page-locked buffer mirrors them.
@@ -554,8 +600,9 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
     absl::MutexLock lock(&arena_.mu());
     DF11_ASSIGN_OR_RETURN(b.id, arena_.AcquirePassBuffersLocked(bytes));
   }
-  // The previous pass has finished with the pinned buffer (each pass ends synchronized).
-  const uint64_t upload = bytes - b.pages;
+  // The previous pass has finished with the pinned buffer (each pass ends synchronized). Past
+  // the metadata, 16 bytes take the fused lane products' error flag back.
+  const uint64_t upload = bytes - b.pages + 16;
   if (upload > pinned_bytes_) {
     if (pinned_ != nullptr) device_.FreeHost(pinned_);
     pinned_ = nullptr;
@@ -595,6 +642,24 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   }
   // Every launch that reads the buffers has finished before another allocation may take them.
   absl::Status synced = device_.StreamSynchronize(stream_->get());
+  // The fused lane products' error flag.
+  if (synced.ok() && rows <= options_.fused_max_rows && m.lane_workspace_bytes() > 0) {
+    auto* flag = reinterpret_cast<uint32_t*>(static_cast<char*>(pinned_) + (bytes - b.pages));
+    absl::Status copied;
+    {
+      absl::ReaderMutexLock lock(&arena_.mu());
+      copied = device_.CopyAsync(flag, arena_.AddressLocked(b.id) + b.lane_workspace,
+                                 sizeof(uint32_t), stream_->get());
+    }
+    if (copied.ok()) copied = device_.StreamSynchronize(stream_->get());
+    if (!copied.ok()) {
+      synced = copied;
+    } else if (*flag != 0) {
+      synced = absl::DataLossError(absl::StrCat("a forward pass of ", m.label(), " on ",
+                                                device_name_, ": fused lane-stream product: ",
+                                                codec::gpu::kLaneCorruptMessage));
+    }
+  }
   // The tiled products' error flag, read (and cleared) on every path, so that a pass that stopped
   // early leaves nothing to the next.
   if (rows <= options_.fused_max_rows && m.tiled_units() > 0) {

@@ -75,6 +75,8 @@ class CudaModelRunner {
     // x (last_x).
     uint64_t last_x = 0;
     uint64_t logits = 0;
+    // Short passes over lane-stream units: the fused products' error flag and pieces.
+    uint64_t lane_workspace = 0;
     // Written by the host (copied from the runner's pinned buffer): the KV pages, each row's
     // sequence's first page and its position, each sequence's last row of x (byte offsets from
     // the buffers' start), and the embedding rows' offsets (bytes, in their space).

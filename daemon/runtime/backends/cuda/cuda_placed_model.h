@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codec/cuda/lane_steps.h"
 #include "codec/tiled_matrix.h"
 #include "daemon/runtime/backends/cuda/arena_allocator.h"
 #include "daemon/runtime/engine/backend.h"
@@ -33,6 +34,25 @@ struct TiledTensor {
   uint64_t element_offset = 0;
   uint64_t offset = 0;
   codec::TiledImage image;
+};
+
+// A unit kept in the lane-stream layout (codec::LaneUnit): where its parts are in the model's
+// allocation (offsets from its start).
+struct LaneImage {
+  uint64_t words = 0, index = 0, table = 0, sign_mantissa = 0;
+  uint64_t elements = 0;
+  uint32_t segments = 0;
+  codec::gpu::LaneView View(const char* allocation, uint16_t* out) const {
+    return codec::gpu::LaneView{
+        .words = reinterpret_cast<const uint32_t*>(allocation + words),
+        .segment_words = reinterpret_cast<const uint32_t*>(allocation + index),
+        .sign_mantissa = reinterpret_cast<const uint8_t*>(allocation + sign_mantissa),
+        .table = reinterpret_cast<const uint32_t*>(allocation + table),
+        .out = out,
+        .n_elements = elements,
+        .first_segment = 0,
+        .n_segments = segments};
+  }
 };
 
 // A tensor on the device after a decode: in a scratch buffer, or in a model's own memory.
@@ -88,22 +108,51 @@ class CudaPlacedModel final : public PlacedModel {
       return image.RowsView(allocation + offset, first_row, rows);
     }
   };
-  // The layer's tiled projections (LayerTensorNames order: q k v o gate up down), which short
-  // passes multiply by without decoding them; the others are decoded as usual.
+  // A projection or the output head as rows x cols weights of a lane-stream unit, from its
+  // element `first_element`.
+  struct LaneSource {
+    size_t unit = 0;
+    uint64_t first_element = 0;
+    uint32_t rows = 0, cols = 0;
+  };
+  // The layer's projections that short passes multiply by without decoding them (LayerTensorNames
+  // order: q k v o gate up down), tiled or lane-stream (a backend keeps one of the two); the
+  // others are decoded as usual.
   struct FusedLayer {
     bool any = false;
-    // Whether every projection in a tiled unit has its source here (a row range that does not
-    // start and end on a band has none): only then may short passes skip decoding tiled units.
+    // Whether every projection in a tiled or lane-stream unit has its source here (a row range
+    // the fused product does not take has none): only then may short passes skip decoding those
+    // units.
     bool complete = true;
     std::array<std::optional<FusedSource>, 7> projections;
+    std::array<std::optional<LaneSource>, 7> lanes;
   };
   // Set by Place once the model is uploaded, before anyone else sees it.
-  void SetTiled(std::vector<std::vector<TiledTensor>> units, std::vector<FusedLayer> layers,
-                std::optional<FusedSource> head) {
+  void SetFused(std::vector<std::vector<TiledTensor>> units,
+                std::vector<std::optional<LaneImage>> lanes, std::vector<FusedLayer> layers,
+                std::optional<FusedSource> head, std::optional<LaneSource> lane_head,
+                uint64_t lane_workspace_bytes) {
     tiled_ = std::move(units);
+    lanes_ = std::move(lanes);
     fused_layers_ = std::move(layers);
     fused_head_ = std::move(head);
+    lane_head_ = std::move(lane_head);
+    lane_workspace_bytes_ = lane_workspace_bytes;
   }
+  // Unit u's lane-stream image, when it is kept so.
+  const std::optional<LaneImage>& lane(size_t u) const {
+    static const std::optional<LaneImage> kNone;
+    return u < lanes_.size() ? lanes_[u] : kNone;
+  }
+  size_t lane_units() const {
+    return std::count_if(lanes_.begin(), lanes_.end(), [](const auto& l) { return l.has_value(); });
+  }
+  // A unit a short pass may multiply by without decoding it.
+  bool fused_unit(size_t u) const { return !tiled(u).empty() || lane(u).has_value(); }
+  const std::optional<LaneSource>& lane_head() const { return lane_head_; }
+  // The fused lane products' workspace a pass needs (LaneGemv's pieces, 8 columns, the largest
+  // launch), 0 without lane-stream units.
+  uint64_t lane_workspace_bytes() const { return lane_workspace_bytes_; }
   // Unit u's tiled tensors; empty when it keeps DF11's layout.
   std::span<const TiledTensor> tiled(size_t u) const {
     return u < tiled_.size() ? std::span<const TiledTensor>(tiled_[u])
@@ -139,8 +188,11 @@ class CudaPlacedModel final : public PlacedModel {
   const ArenaAllocator::Id allocation_;
   const std::vector<uint32_t> embedding_positions_;
   std::vector<std::vector<TiledTensor>> tiled_;
+  std::vector<std::optional<LaneImage>> lanes_;
   std::vector<FusedLayer> fused_layers_;
   std::optional<FusedSource> fused_head_;
+  std::optional<LaneSource> lane_head_;
+  uint64_t lane_workspace_bytes_ = 0;
   absl::StatusOr<RopeTable> full_rope_ = absl::FailedPreconditionError("no RoPE table"),
                             sliding_rope_ = absl::FailedPreconditionError("no RoPE table");
 };

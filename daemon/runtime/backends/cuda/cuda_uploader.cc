@@ -10,6 +10,7 @@
 #include "codec/decoder.h"
 #include "codec/gpu_decoder.h"
 #include "codec/gpu_layout.h"
+#include "codec/lane_unit.h"
 #include "codec/tiled_matrix.h"
 #include "daemon/runtime/backends/cuda/cuda_decode_queue.h"
 
@@ -54,7 +55,7 @@ CudaUploader::~CudaUploader() {
 
 std::vector<bool> CudaUploader::TiledUnits(const Model& host, const GpuModelPlan& plan) const {
   std::vector<bool> tiled(host.units().size(), false);
-  if (!options_.tile) return tiled;
+  if (options_.layout != Options::Layout::kTiled) return tiled;
   // The units that hold a projection or the output head.
   const ModelConfig& c = host.config();
   std::vector<std::string> names = {LmHeadName(c)};
@@ -79,11 +80,15 @@ std::vector<bool> CudaUploader::TiledUnits(const Model& host, const GpuModelPlan
   return tiled;
 }
 
-absl::StatusOr<std::vector<std::vector<TiledTensor>>> CudaUploader::Upload(
-    const Model& host, const GpuModelPlan& plan, CudaArena::Id allocation,
-    const PlaceProgressFn& progress) {
+absl::StatusOr<CudaUploader::Layouts> CudaUploader::Upload(const Model& host,
+                                                           const GpuModelPlan& plan,
+                                                           CudaArena::Id allocation,
+                                                           const PlaceProgressFn& progress) {
   absl::MutexLock upload_lock(&mu_);
-  std::vector<std::vector<TiledTensor>> tiled(host.units().size());
+  Layouts kept;
+  kept.tiled.resize(host.units().size());
+  kept.lanes.resize(host.units().size());
+  std::vector<std::vector<TiledTensor>>& tiled = kept.tiled;
   const GpuDevice::Stream stream = stream_->get();
   const auto units = host.units();
   const auto plain = host.plain_tensors();
@@ -220,6 +225,37 @@ absl::StatusOr<std::vector<std::vector<TiledTensor>>> CudaUploader::Upload(
     return true;
   };
 
+  // Unit u in the lane-stream layout, when its image fits in its DF11 image's place (false: it
+  // does not, and it keeps DF11's layout). The DF11 decoder checks the stream on the way. In its
+  // place: the words, the segment index, the table, then the sign/mantissa bytes and their tail.
+  auto upload_lane = [&](size_t u) -> absl::StatusOr<bool> {
+    const codec::Df11Model::UnitEntry& entry = *units[u];
+    absl::StatusOr<codec::LaneUnit> lane =
+        codec::LaneUnit::FromDf11(codec::UnitDecoder(*entry.unit), &tile_pool_);
+    if (!lane.ok()) {
+      return absl::Status(lane.status().code(), absl::StrCat("DF11 unit ", entry.path, " of ",
+                                                             host.directory(), ": ",
+                                                             lane.status().message()));
+    }
+    const uint64_t at = plan.layout.unit_offsets[u];
+    auto aligned = [](uint64_t b) { return (b + 15) / 16 * 16; };
+    LaneImage image{.elements = lane->num_elements(), .segments = lane->num_segments()};
+    image.words = at;
+    image.index = image.words + aligned(lane->words().size() * sizeof(uint32_t));
+    image.table = image.index + aligned(lane->segment_words().size() * sizeof(uint32_t));
+    image.sign_mantissa = image.table + aligned(lane->table().size() * sizeof(uint32_t));
+    const uint64_t end = image.sign_mantissa + lane->sign_mantissa().size();
+    if (end - at > plan.layout.unit_images[u].bytes) return false;
+    DF11_RETURN_IF_ERROR(copy(lane->words().data(), lane->words().size() * 4, image.words));
+    DF11_RETURN_IF_ERROR(
+        copy(lane->segment_words().data(), lane->segment_words().size() * 4, image.index));
+    DF11_RETURN_IF_ERROR(copy(lane->table().data(), lane->table().size() * 4, image.table));
+    DF11_RETURN_IF_ERROR(
+        copy(lane->sign_mantissa().data(), lane->sign_mantissa().size(), image.sign_mantissa));
+    kept.lanes[u] = image;
+    return true;
+  };
+
   auto upload_all = [&]() -> absl::Status {
     {
       absl::ReaderMutexLock lock(&arena_.mu());
@@ -231,6 +267,10 @@ absl::StatusOr<std::vector<std::vector<TiledTensor>>> CudaUploader::Upload(
       const codec::Unit& unit = *units[u]->unit;
       if (to_tile[u]) {
         DF11_ASSIGN_OR_RETURN(const bool placed, upload_tiled(u));
+        if (placed) continue;
+      }
+      if (options_.layout == Options::Layout::kLane) {
+        DF11_ASSIGN_OR_RETURN(const bool placed, upload_lane(u));
         if (placed) continue;
       }
       const codec::UnitTensors& t = unit.tensors();
@@ -261,7 +301,7 @@ absl::StatusOr<std::vector<std::vector<TiledTensor>>> CudaUploader::Upload(
   if (status.ok()) status = synced;
   if (!status.ok()) return status;
   if (progress && !cancelled) progress(total, total);
-  return tiled;
+  return kept;
 }
 
 }  // namespace df11::runtime

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,16 @@ class CudaUploader {
     uint64_t staging_bytes = 32 << 20;  // each page-locked staging buffer
     int staging_buffers = 4;
     int threads = 1;  // host threads filling the staging buffers
-    // Tile the units of projections and of an untied output head (CudaBackend::Options).
-    bool tile = true;
+    // The resident layout of DF11 units besides DF11's own: the units of projections and of an
+    // untied output head as tiled matrices, or every unit in the lane-stream layout; each only
+    // where it fits in the unit's DF11 place (CudaBackend::Options).
+    enum class Layout { kDf11, kTiled, kLane };
+    Layout layout = Layout::kTiled;
+  };
+  // What Upload kept in other layouts than DF11's, per unit.
+  struct Layouts {
+    std::vector<std::vector<TiledTensor>> tiled;  // empty: not tiled
+    std::vector<std::optional<LaneImage>> lanes;  // none: not lane-stream
   };
   // Units whose load-time checks are in flight before their flags are read (two launches each).
   static constexpr size_t kChecks = 32;
@@ -49,12 +58,10 @@ class CudaUploader {
   ~CudaUploader();
 
   // Copies `host` into `allocation` laid out as `plan`, calling `progress` (may be empty) every
-  // few MB; returns per unit its tiled matrices (empty for a unit kept in DF11's layout).
-  // kCancelled when `progress` returned false; kDataLoss naming a corrupt unit.
-  absl::StatusOr<std::vector<std::vector<TiledTensor>>> Upload(const Model& host,
-                                                              const GpuModelPlan& plan,
-                                                              CudaArena::Id allocation,
-                                                              const PlaceProgressFn& progress)
+  // few MB; returns the units kept in another layout than DF11's. kCancelled when `progress`
+  // returned false; kDataLoss naming a corrupt unit.
+  absl::StatusOr<Layouts> Upload(const Model& host, const GpuModelPlan& plan,
+                                 CudaArena::Id allocation, const PlaceProgressFn& progress)
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

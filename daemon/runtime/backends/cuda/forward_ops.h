@@ -14,6 +14,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "codec/cuda/lane_steps.h"
 #include "codec/cuda/tiled_steps.h"
 #include "daemon/runtime/engine/model_config.h"
 #include "daemon/runtime/engine/rotary_embedding.h"
@@ -157,6 +158,15 @@ class ForwardOps {
   virtual absl::Status TiledLinear(const uint16_t* x, int64_t rows,
                                    std::span<const TiledProduct> products, bool y_fp32,
                                    Stream stream) = 0;
+  // The products of `products` from the same x (rows <= kMaxTiledRows, BF16, row length the
+  // products' cols), each decoded from its lane-stream unit inside the product
+  // (codec::gpu::LaneGemv): what Linear gives on the decoded weights, summed in another order.
+  // `workspace` (device memory of codec::gpu::LaneGemvWorkspace bytes) holds the row pieces and,
+  // at its start, an error flag that is not cleared: the caller clears it before a pass and
+  // reads it after (GpuDevice::kDecodeErrorOffset).
+  virtual absl::Status LaneLinear(const uint16_t* x, int64_t rows,
+                                  std::span<const codec::gpu::LaneProduct> products, bool y_fp32,
+                                  void* workspace, uint64_t workspace_bytes, Stream stream) = 0;
   // Waits for `stream`; kDataLoss if a tiled matrix of a TiledLinear since the last call had
   // codes inconsistent with its index (its products are then not to be used).
   virtual absl::Status CheckTiled(Stream stream) = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "codec/format.h"
+#include "codec/lane_unit.h"
 #include "codec/tiled_matrix.h"
 
 namespace df11::runtime {
@@ -259,6 +260,19 @@ absl::Status ReferenceForwardOps::TiledLinear(const uint16_t* x, int64_t rows,
     DF11_RETURN_IF_ERROR(
         Linear(x, w.data(), p.bias, rows, p.w.cols, p.w.rows, p.y, y_fp32, stream));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReferenceForwardOps::LaneLinear(const uint16_t* x, int64_t rows,
+                                             std::span<const codec::gpu::LaneProduct> products,
+                                             bool y_fp32, void* workspace,
+                                             uint64_t workspace_bytes, Stream stream) {
+  if (workspace_bytes < codec::gpu::kLanePiecesOffset) {
+    return absl::InvalidArgumentError("LaneLinear: no room for its error flag");
+  }
+  DF11_ASSIGN_OR_RETURN(const bool consistent, codec::MultiplyLaneProducts(
+                                                   products, x, static_cast<int>(rows), y_fp32));
+  if (!consistent) *static_cast<uint32_t*>(workspace) = 1;
   return absl::OkStatus();
 }
 

@@ -46,6 +46,10 @@ class ReferenceForwardOps final : public ForwardOps {
   // Decodes each matrix with the GPU kernels' steps (codec::DecodeTiledView), then Linear.
   absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
                            bool y_fp32, Stream stream) override;
+  // MultiplyLaneProducts: the kernels' steps run on the host.
+  absl::Status LaneLinear(const uint16_t* x, int64_t rows,
+                          std::span<const codec::gpu::LaneProduct> products, bool y_fp32,
+                          void* workspace, uint64_t workspace_bytes, Stream stream) override;
   absl::Status CheckTiled(Stream stream) override;
 
  private:

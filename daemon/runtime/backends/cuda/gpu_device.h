@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "codec/cuda/decode_steps.h"
+#include "codec/cuda/lane_steps.h"
 #include "codec/cuda/tiled_steps.h"
 
 namespace df11::runtime {
@@ -95,6 +96,10 @@ class GpuDevice {
   virtual absl::Status DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views,
                                    void* workspace, uint64_t workspace_bytes, Stream stream) = 0;
   virtual uint64_t TiledWorkspaceBytes(size_t views) const = 0;
+  // codec::gpu::DecodeLanes (codec/gpu_lane.h): lane-stream units into BF16, checked by
+  // CheckDecoded; its workspace is the error flag (16 bytes).
+  virtual absl::Status DecodeLanes(std::span<const codec::gpu::LaneView> views, void* workspace,
+                                   uint64_t workspace_bytes, Stream stream) = 0;
 
   // The forward pass's operations on this device (forward_ops.h), owned by the device; nullptr
   // when it has none.

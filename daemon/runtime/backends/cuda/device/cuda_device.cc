@@ -9,6 +9,7 @@
 #include "codec/cuda/cuda_status.h"
 #include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
+#include "codec/gpu_lane.h"
 #include "codec/gpu_tiled.h"
 #include "daemon/runtime/backends/cuda/device/forward_ops.h"
 
@@ -196,6 +197,13 @@ class CudaDevice final : public GpuDevice {
     *launches_ += 2;  // the error flag's memset and the kernel
     DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
     return codec::gpu::DecodeTiled(views, workspace, workspace_bytes, stream);
+  }
+
+  absl::Status DecodeLanes(std::span<const codec::gpu::LaneView> views, void* workspace,
+                           uint64_t workspace_bytes, Stream stream) override {
+    *launches_ += 2;  // the error flag's memset and the kernel
+    DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
+    return codec::gpu::DecodeLanes(views, workspace, workspace_bytes, stream);
   }
 
   uint64_t TiledWorkspaceBytes(size_t views) const override {

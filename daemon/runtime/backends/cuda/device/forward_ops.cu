@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
+#include "codec/gpu_lane.h"
 #include "codec/gpu_tiled.h"
 #include "daemon/runtime/backends/cuda/device/forward_ops.h"
 
@@ -387,6 +388,15 @@ class CudaForwardOps final : public ForwardOps {
         y_fp32 ? codec::gpu::TiledType::kF32 : codec::gpu::TiledType::kBf16, tiled_workspace_,
         kTiledWorkspace, stream, 0,
         /*keep_error=*/true);
+  }
+
+  absl::Status LaneLinear(const uint16_t* x, int64_t rows,
+                          std::span<const codec::gpu::LaneProduct> products, bool y_fp32,
+                          void* workspace, uint64_t workspace_bytes, Stream stream) override {
+    if (rows == 0 || products.empty()) return absl::OkStatus();
+    *launches_ += 2;  // the pieces and their sums
+    return codec::gpu::LaneGemv(products, x, static_cast<int>(rows), y_fp32, workspace,
+                                workspace_bytes, stream, /*keep_error=*/true);
   }
 
   absl::Status CheckTiled(Stream stream) override {
