@@ -34,6 +34,25 @@ absl::Status RunLayer(const ModelConfig& config, DecoderOps& ops) {
 
 }  // namespace
 
+int64_t ActivationWidth(const ModelConfig& c, Activations a) {
+  switch (a) {
+    case Activations::kQuery:
+    case Activations::kAttention:
+      return c.num_heads * c.head_dim;
+    case Activations::kKey:
+    case Activations::kValue:
+      return c.num_kv_heads * c.head_dim;
+    case Activations::kGate:
+    case Activations::kUp:
+      return c.intermediate_size;
+    case Activations::kResidual:
+    case Activations::kNormed:
+    case Activations::kBranch:
+      return c.hidden_size;
+  }
+  return c.hidden_size;
+}
+
 absl::Status RunDecoder(const ModelConfig& config, DecoderOps& ops) {
   DF11_RETURN_IF_ERROR(ops.Embed());
   for (int64_t l = 0; l < config.num_layers; ++l) {

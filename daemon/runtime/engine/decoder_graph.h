@@ -36,6 +36,9 @@ enum class Activations : uint8_t {
   kBranch,     // hidden_size: a block's output before it joins the residual stream (fp32)
 };
 
+// Values per row of activation `a` under `config`.
+int64_t ActivationWidth(const ModelConfig& config, Activations a);
+
 // A decoder layer's weights, in LayerTensorNames order (model.h).
 enum class LayerWeight : uint8_t {
   kQ,

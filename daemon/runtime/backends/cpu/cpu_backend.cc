@@ -452,17 +452,7 @@ class CpuBackend::Pass final : public DecoderOps {
     return nullptr;
   }
 
-  int64_t Width(Activations a) const {
-    switch (a) {
-      case Activations::kQuery:
-      case Activations::kAttention: return c_.num_heads * c_.head_dim;
-      case Activations::kKey:
-      case Activations::kValue: return c_.num_kv_heads * c_.head_dim;
-      case Activations::kGate:
-      case Activations::kUp: return c_.intermediate_size;
-      default: return c_.hidden_size;
-    }
-  }
+  int64_t Width(Activations a) const { return ActivationWidth(c_, a); }
 
   const MatrixRef& Matrix(LayerWeight k) const {
     const MatrixRef* m[] = {&w_.q_proj,    &w_.k_proj,  &w_.v_proj,   &w_.o_proj,

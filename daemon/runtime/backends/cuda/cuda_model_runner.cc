@@ -369,17 +369,7 @@ class CudaModelRunner::Pass final : public DecoderOps {
   static bool IsF32(Activations a) {
     return a == Activations::kResidual || a == Activations::kBranch;
   }
-  int64_t Width(Activations a) const {
-    switch (a) {
-      case Activations::kQuery:
-      case Activations::kAttention: return c_.num_heads * c_.head_dim;
-      case Activations::kKey:
-      case Activations::kValue: return c_.num_kv_heads * c_.head_dim;
-      case Activations::kGate:
-      case Activations::kUp: return c_.intermediate_size;
-      default: return c_.hidden_size;
-    }
-  }
+  int64_t Width(Activations a) const { return ActivationWidth(c_, a); }
   uint64_t Offset(Activations a) const {
     switch (a) {
       case Activations::kResidual: return buffers_.x;

@@ -56,6 +56,22 @@ __global__ void BroadcastBias(const uint16_t* bias, int64_t rows, int64_t out, O
   if (i < rows * out) Store(y, i, Load(bias, i % out));
 }
 
+// The sum of every thread's `v` (blocks of up to kThreads threads): within each warp, then the
+// warps' sums in warp order; every thread gets it.
+__device__ __forceinline__ float BlockSum(float v) {
+  __shared__ float partial[kThreads / 32];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  return partial[0];
+}
+
 // One block per row: the sum of squares in fp32, then the scaled row.
 template <typename In, typename Out>
 __global__ void RmsNormKernel(const In* x, const uint16_t* w, int64_t n, float eps, float offset,
@@ -67,17 +83,7 @@ __global__ void RmsNormKernel(const In* x, const uint16_t* w, int64_t n, float e
     const float v = Load(row, i);
     sum += v * v;
   }
-  __shared__ float partial[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    sum = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
-    if (threadIdx.x == 0) partial[0] = sum;
-  }
-  __syncthreads();
-  const float scale = 1.0f / sqrtf(partial[0] / static_cast<float>(n) + eps);
+  const float scale = 1.0f / sqrtf(BlockSum(sum) / static_cast<float>(n) + eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     Store(out, i, Load(row, i) * scale * (offset + Load(w, i)));
   }
@@ -96,17 +102,7 @@ __global__ void AddRmsNormKernel(float* x, const float* y, const uint16_t* w, in
     row[i] = v;
     sum += v * v;
   }
-  __shared__ float partial[kThreads / 32];
-  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    sum = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffff, sum, o);
-    if (threadIdx.x == 0) partial[0] = sum;
-  }
-  __syncthreads();
-  const float scale = 1.0f / sqrtf(partial[0] / static_cast<float>(n) + eps);
+  const float scale = 1.0f / sqrtf(BlockSum(sum) / static_cast<float>(n) + eps);
   // Each thread reads back the elements it wrote: no barrier needed for them.
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     Store(to, i, row[i] * scale * (offset + Load(w, i)));
