@@ -25,18 +25,11 @@
 
 namespace df11::codec::gpu {
 
-// Views one launch takes at most (they are the kernel's parameters).
-inline constexpr size_t kMaxLaneViews = 64;
-
-// Bytes of device workspace DecodeLanes needs: its error flag.
-size_t LaneWorkspaceBytes();
-
 // Enqueues decoding of every view into its `out` (16-byte aligned; nullptr: decode and check
 // only) with one launch on `stream`: one warp per segment. CheckDecoded on the same workspace
 // then reports an inconsistent segment as kDataLoss; a corrupt stream reads nothing outside its
-// segment's words. kInvalidArgument for no views or more than kMaxLaneViews, a small workspace,
-// a misaligned output or sign/mantissa array (8 bytes), or more than 2^31 segments; kInternal
-// naming the CUDA call that failed. Thread-safe.
+// segment's words. kInvalidArgument as CheckLaneDecodeLaunch; kInternal naming the CUDA call
+// that failed. Thread-safe.
 absl::Status DecodeLanes(std::span<const LaneView> views, void* workspace, size_t workspace_bytes,
                          StreamRef stream);
 
@@ -46,11 +39,8 @@ absl::Status DecodeLanes(std::span<const LaneView> views, void* workspace, size_
 // products' row pieces (one warp per segment, nothing decoded reaches memory), then each row's
 // pieces summed in order with its bias. Deterministic; each column independent of the others. The
 // error flag as DecodeLanes (with `keep_error`, not cleared first, so several launches share it
-// until one CheckDecoded). kInvalidArgument for no products or more than kMaxLaneProducts, a
-// matrix LaneProductSupported refuses, mixed cols, a bad column count, misaligned x or y, or a
-// small workspace.
-inline constexpr size_t kMaxLaneProducts = 8;
-size_t LaneGemvWorkspaceBytes(std::span<const LaneProduct> products, int columns);
+// until one CheckDecoded). kInvalidArgument as CheckLaneProducts, for misaligned x, y or
+// sign/mantissa bytes, or a workspace under LaneGemvWorkspaceBytes.
 absl::Status LaneGemv(std::span<const LaneProduct> products, const uint16_t* x, int columns,
                       bool y_fp32, void* workspace, size_t workspace_bytes, StreamRef stream,
                       bool keep_error = false);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "codec/format.h"
+#include "codec/huffman.h"
 
 namespace df11::codec {
 namespace {
@@ -71,11 +72,11 @@ absl::StatusOr<LaneUnit> LaneUnit::Build(std::span<const uint16_t> values, Threa
   LaneUnit u;
   u.n_ = n;
   // The exponents' histogram, then the code.
-  std::array<uint64_t, 256> histogram{};
+  Histogram histogram{};
   std::mutex mu;
   ForRange(pool, n, 1 << 20, [&](size_t begin, size_t end) {
-    std::array<uint64_t, 256> local{};
-    for (size_t i = begin; i < end; ++i) ++local[Exponent(values[i])];
+    Histogram local{};
+    CountExponents(values.subspan(begin, end - begin), local);
     std::lock_guard lock(mu);
     for (int e = 0; e < 256; ++e) histogram[e] += local[e];
   });
@@ -270,17 +271,75 @@ bool LaneProductSupported(uint64_t first_element, uint64_t rows, uint64_t cols) 
          rows <= UINT32_MAX && cols <= UINT32_MAX;
 }
 
+absl::Status CheckLaneDecodeLaunch(std::span<const gpu::LaneView> views, uint64_t workspace_bytes) {
+  if (views.empty() || views.size() > gpu::kMaxLaneViews) {
+    return absl::InvalidArgumentError(absl::StrCat("a lane decode launch of ", views.size(),
+                                                   " views; 1 to ", gpu::kMaxLaneViews));
+  }
+  if (workspace_bytes < gpu::LaneWorkspaceBytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("a lane decode launch with a workspace of ",
+                                                   workspace_bytes, " bytes; ",
+                                                   gpu::LaneWorkspaceBytes(), " needed"));
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < views.size(); ++i) {
+    const gpu::LaneView& v = views[i];
+    if (reinterpret_cast<uintptr_t>(v.out) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(v.sign_mantissa) % 8 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lane decode view ", i,
+                       ": outputs must be 16-byte aligned and sign/mantissa bytes 8-byte aligned"));
+    }
+    // The unit's segments: those that hold one of its n_elements weights.
+    const uint64_t unit_segments = (v.n_elements + kLaneSegment - 1) / kLaneSegment;
+    if (uint64_t{v.first_segment} + v.n_segments > unit_segments) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lane decode view ", i, ": segments [", v.first_segment, ", ",
+                       uint64_t{v.first_segment} + v.n_segments, ") of a unit of ", unit_segments));
+    }
+    total += v.n_segments;
+  }
+  if (total >= (uint64_t{1} << 31)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a lane decode launch of ", total, " segments; under 2^31"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLaneProducts(std::span<const gpu::LaneProduct> products, int columns) {
+  if (products.empty() || products.size() > gpu::kMaxLaneProducts) {
+    return absl::InvalidArgumentError(absl::StrCat("a lane product launch of ", products.size(),
+                                                   " products; 1 to ", gpu::kMaxLaneProducts));
+  }
+  if (columns < 1 || columns > gpu::kLaneMaxColumns) {
+    return absl::InvalidArgumentError(absl::StrCat("a lane product launch of ", columns,
+                                                   " columns; 1 to ", gpu::kLaneMaxColumns));
+  }
+  uint64_t segments = 0;
+  for (size_t i = 0; i < products.size(); ++i) {
+    const gpu::LaneProduct& p = products[i];
+    const uint64_t n = p.unit.n_elements;
+    if (!LaneProductSupported(p.first_element, p.rows, p.cols) || p.cols != products[0].cols ||
+        p.first_element > n || uint64_t{p.rows} * p.cols > n - p.first_element) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lane product ", i, ": ", p.rows, " x ", p.cols, " weights from ",
+                       p.first_element, " of a unit of ", n, " is not one the kernel takes"));
+    }
+    segments += gpu::LaneProductSegments(p);
+  }
+  if (segments >= (uint64_t{1} << 31)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a lane product launch of ", segments, " segments; under 2^31"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> MultiplyLaneProducts(std::span<const gpu::LaneProduct> products,
                                           const uint16_t* x, int columns, bool y_fp32) {
-  if (columns < 1 || columns > gpu::kLaneMaxColumns) {
-    return absl::InvalidArgumentError(absl::StrCat("a lane product of ", columns, " columns"));
-  }
+  if (products.empty()) return true;
+  DF11_RETURN_IF_ERROR(CheckLaneProducts(products, columns));
   bool ok = true;
   for (const gpu::LaneProduct& p : products) {
-    if (!LaneProductSupported(p.first_element, p.rows, p.cols)) {
-      return absl::InvalidArgumentError(absl::StrCat("a lane product of ", p.rows, " x ", p.cols,
-                                                     " weights from ", p.first_element));
-    }
     const uint32_t per_row = gpu::LanePiecesPerRow(p.cols);
     std::vector<float> pieces(uint64_t{p.rows} * per_row * columns, 0.0f);
     const uint64_t end = p.first_element + uint64_t{p.rows} * p.cols;
@@ -345,7 +404,7 @@ absl::StatusOr<bool> MultiplyLaneProducts(std::span<const gpu::LaneProduct> prod
     // The second launch: each row's pieces in segment order, plus the bias.
     for (uint32_t t = 0; t < p.rows; ++t) {
       const uint64_t s0 = gpu::LaneFirstSegmentOfRow(p.first_element, p.cols, t);
-      const uint64_t s1 = (p.first_element + uint64_t{t + 1} * p.cols - 1) / kLaneSegment;
+      const uint64_t s1 = gpu::LaneLastSegmentOfRow(p.first_element, p.cols, t);
       for (int c = 0; c < columns; ++c) {
         const float bias = p.bias != nullptr ? format::Bf16ToFloat(p.bias[t]) : 0.0f;
         const float y = gpu::LaneSumPieces(&pieces[(uint64_t{t} * per_row) * columns + c],

@@ -80,13 +80,25 @@ bool DecodeLaneView(const gpu::LaneView& view);
 // The fused product's steps (gpu::LaneGemv) run the same way: each product of `products` times
 // x [columns][cols] (ldx = cols, BF16), into its y (fp32 when `y_fp32`, else BF16), through the
 // row pieces and their ordered sum, bit for bit what the kernels give. False as DecodeLaneView.
-// kInvalidArgument for a product the kernel refuses (LaneProductSupported).
+// kInvalidArgument as CheckLaneProducts (no products: nothing to do).
 absl::StatusOr<bool> MultiplyLaneProducts(std::span<const gpu::LaneProduct> products,
                                           const uint16_t* x, int columns, bool y_fp32);
 
 // Whether the fused product takes a matrix of `rows` x `cols` weights from `first_element` of a
 // unit: cols and first_element multiples of 256, at least one row.
 bool LaneProductSupported(uint64_t first_element, uint64_t rows, uint64_t cols);
+
+// The checks of a decode launch, on the host before it (gpu::DecodeLanes, the emulated device):
+// kInvalidArgument for no views or more than kMaxLaneViews, a workspace under
+// LaneWorkspaceBytes(), an output not 16-byte aligned or sign/mantissa bytes not 8-byte aligned,
+// a segment range past its unit, or 2^31 segments or more in all.
+absl::Status CheckLaneDecodeLaunch(std::span<const gpu::LaneView> views, uint64_t workspace_bytes);
+
+// The checks of a fused product launch (gpu::LaneGemv, MultiplyLaneProducts): kInvalidArgument
+// for no products or more than kMaxLaneProducts, columns outside 1 to kLaneMaxColumns, a matrix
+// LaneProductSupported refuses or one that runs past its unit, mixed cols, or 2^31 segments or
+// more in all.
+absl::Status CheckLaneProducts(std::span<const gpu::LaneProduct> products, int columns);
 
 }  // namespace df11::codec
 

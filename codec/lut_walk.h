@@ -24,6 +24,26 @@ DF11_HOST_DEVICE T LoadReadOnly(const T* p) {
   return *p;
 #endif
 }
+
+// A float's bits, and the float of bits, without a conversion.
+DF11_HOST_DEVICE uint32_t FloatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+DF11_HOST_DEVICE float BitsFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+#endif
+}
 }  // namespace gpu
 
 // Decodes the code at the top of `window` with the decode rows `luts` (row r at luts + 256 r) and

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/align.h"
 #include "codec/exponent_code.h"
 #include "codec/format.h"
 
@@ -277,7 +278,7 @@ TiledImage TiledMatrix::image() const {
   uint64_t at = 0;
   auto place = [&at](uint64_t bytes) {
     const uint64_t here = at;
-    at += (bytes + 255) / 256 * 256;
+    at += base::AlignUp(bytes, 256);
     return here;
   };
   image.words = place(words_.size() * sizeof(uint32_t));

@@ -186,25 +186,19 @@ if wants forward && wait_for_model; then
   # 32 at 64 and 256, whose KV caches take 7 and 29 GB); DF11 with every step decoding into
   # scratch (fused_max_rows 0) at batch 1 and 8; then transformers and the official dfloat11
   # package on the same weights. The batches most asked about come first.
-  for b in 1 8 64 2 4 256; do
-    tokens=$(( b <= 8 ? 128 : 32 ))
-    run "engine_bench_b$b" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' --bf16 '$m' \
-      --device cuda:0 --kv-cache 40GiB --prompt-tokens 512 --tokens $tokens --batch $b --runs 1 \
-      --json > '$out/engine_bench_b$b.json'"
-  done
-  for b in 1 8; do
-    run "engine_bench_decoded_b$b" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' \
-      --device cuda:0 --kv-cache 40GiB --prompt-tokens 512 --tokens 128 --batch $b --runs 1 \
-      --fused-max-rows 0 --json > '$out/engine_bench_decoded_b$b.json'"
-  done
+  # engine_bench NAME BATCH ARGS...: one run of the engine into $out/NAME.json.
+  engine_bench() {
+    local name=$1 b=$2
+    shift 2
+    run "$name" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' --device cuda:0 \
+      --kv-cache 40GiB --prompt-tokens 512 --tokens $(( b <= 8 ? 128 : 32 )) --batch $b \
+      --runs 1 $* --json > '$out/$name.json'"
+  }
+  for b in 1 8 64 2 4 256; do engine_bench "engine_bench_b$b" "$b" --bf16 "'$m'"; done
+  for b in 1 8; do engine_bench "engine_bench_decoded_b$b" "$b" --fused-max-rows 0; done
   # The lane-stream layout (decoder v3) in the engine: its fused product at batch 1 and 8, its
   # decode into scratch at 64.
-  for b in 1 8 64; do
-    tokens=$(( b <= 8 ? 128 : 32 ))
-    run "engine_bench_lane_b$b" sh -c "'$bin/df11' engine-bench --df11 '$m-df11' \
-      --device cuda:0 --kv-cache 40GiB --prompt-tokens 512 --tokens $tokens --batch $b --runs 1 \
-      --gpu-layout lane --json > '$out/engine_bench_lane_b$b.json'"
-  done
+  for b in 1 8 64; do engine_bench "engine_bench_lane_b$b" "$b" --gpu-layout lane; done
   run reference_engines sh -c "python3 '$here/tools/bench_reference_engines.py' --bf16 '$m' \
     --df11 '$m-df11' --batch 1,8 --prompt-tokens 512 --tokens 64 > '$out/reference_engines.json'"
 fi

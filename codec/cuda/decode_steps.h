@@ -28,6 +28,11 @@ inline constexpr int kSegmentsPerBlock = 4096 / kSegmentBytes;  // threads per C
 inline constexpr int kChunksPerSegment = kSegmentBytes / 8;
 inline constexpr int kTableBits = 11;                      // multi-symbol table index bits
 inline constexpr int kTableEntries = 1 << kTableBits;
+
+// What a raised error flag of a DF11 decode launch means.
+inline constexpr const char* kCorruptCodesMessage =
+    "GPU decode: a thread's codes did not end where its unit's metadata says the next code "
+    "starts (corrupt stream or layout)";
 inline constexpr int kMaxSymbolsPerEntry = 3;
 inline constexpr int kStreamPadBytes = 16;  // zero bytes after the stream: 3-word window loads
 inline constexpr int kMaxBlockElements = 32768;

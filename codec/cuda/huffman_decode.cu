@@ -158,9 +158,7 @@ absl::Status CheckDecoded(const void* workspace, StreamRef stream_ref) {
                                             sizeof(error), cudaMemcpyDeviceToHost, stream));
   DF11_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   if (error != 0) {
-    return absl::DataLossError(
-        "GPU decode: a thread's codes did not end where its unit's metadata says the next code "
-        "starts (corrupt stream or layout)");
+    return absl::DataLossError(kCorruptCodesMessage);
   }
   return absl::OkStatus();
 }

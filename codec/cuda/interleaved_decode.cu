@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "codec/base/align.h"
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
 #include "codec/cuda/launch_items.cuh"
@@ -134,8 +135,6 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm)
   }
 }
 
-uint64_t Align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
-
 }  // namespace
 
 size_t InterleavedWorkspaceBytes(size_t n_views) {
@@ -203,7 +202,7 @@ absl::StatusOr<DeviceInterleavedUnit> DeviceInterleavedUnit::Upload(const Interl
   uint64_t at = 0;
   auto place = [&at](uint64_t bytes) {
     const uint64_t here = at;
-    at += Align(bytes);
+    at += base::AlignUp(bytes, 256);
     return here;
   };
   d.segments_at_ = place(segments.size() * sizeof(InterleavedSegment));

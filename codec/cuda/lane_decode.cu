@@ -3,10 +3,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <string>
 
+#include "codec/base/align.h"
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
+#include "codec/cuda/launch_items.cuh"
 #include "codec/gpu_lane.h"
 
 namespace df11::codec::gpu {
@@ -23,19 +24,6 @@ struct LaneLaunch {
   uint32_t n_views;
 };
 
-__device__ __forceinline__ uint32_t ViewOf(const LaneLaunch& launch, uint32_t g) {
-  uint32_t lo = 0, hi = launch.n_views;
-  while (hi - lo > 1) {
-    const uint32_t mid = (lo + hi) / 2;
-    if (launch.first_segment[mid] <= g) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
-}
-
 // One warp per segment. The view's table goes to the warp's own part of shared memory (a CTA's
 // warps may decode segments of different views); each lane then decodes its 8 weights of every
 // group, the next group's sign/mantissa bytes loaded while it decodes this one's.
@@ -46,7 +34,7 @@ __global__ void __launch_bounds__(kThreads) decode_lanes_kernel(const __grid_con
   const int warp = threadIdx.x / kLaneWarp, lane = threadIdx.x % kLaneWarp;
   const uint32_t g_launch = blockIdx.x * kWarpsPerCta + warp;
   if (g_launch >= launch.first_segment[launch.n_views]) return;
-  const uint32_t v = ViewOf(launch, g_launch);
+  const uint32_t v = ViewOfItem(launch.first_segment, launch.n_views, g_launch);
   const LaneView& view = launch.views[v];
   uint32_t* table = tables[warp];
   for (int i = lane; i < kLaneTableEntries; i += kLaneWarp) table[i] = __ldg(view.table + i);
@@ -91,41 +79,18 @@ __global__ void __launch_bounds__(kThreads) decode_lanes_kernel(const __grid_con
 
 constexpr size_t kErrorOffset = 0;  // where CheckDecoded reads it
 
-uint64_t Align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
-
 }  // namespace
-
-size_t LaneWorkspaceBytes() { return 16; }
 
 absl::Status DecodeLanes(std::span<const LaneView> views, void* workspace, size_t workspace_bytes,
                          StreamRef stream_ref) {
   const auto stream = static_cast<cudaStream_t>(stream_ref);
-  const std::string what = "DecodeLanes";
-  if (views.empty()) return absl::InvalidArgumentError(what + ": no views");
-  if (views.size() > kMaxLaneViews) {
-    return absl::InvalidArgumentError(what + ": " + std::to_string(views.size()) +
-                                      " views in one launch; at most " +
-                                      std::to_string(kMaxLaneViews));
-  }
-  if (workspace_bytes < LaneWorkspaceBytes()) {
-    return absl::InvalidArgumentError(what + ": a workspace of " +
-                                      std::to_string(workspace_bytes) + " bytes");
-  }
+  DF11_RETURN_IF_ERROR(CheckLaneDecodeLaunch(views, workspace_bytes));
   LaneLaunch launch{};
   uint64_t total = 0;
   for (size_t i = 0; i < views.size(); ++i) {
-    const LaneView& v = views[i];
-    if (reinterpret_cast<uintptr_t>(v.out) % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(v.sign_mantissa) % 8 != 0) {
-      return absl::InvalidArgumentError(
-          what + ": outputs must be 16-byte aligned and sign/mantissa bytes 8-byte aligned");
-    }
-    launch.views[i] = v;
+    launch.views[i] = views[i];
     launch.first_segment[i] = static_cast<uint32_t>(total);
-    total += v.n_segments;
-  }
-  if (total >= (uint64_t{1} << 31)) {
-    return absl::InvalidArgumentError(what + ": more than 2^31 segments in one launch");
+    total += views[i].n_segments;
   }
   launch.first_segment[views.size()] = static_cast<uint32_t>(total);
   launch.n_views = static_cast<uint32_t>(views.size());
@@ -145,7 +110,7 @@ absl::StatusOr<DeviceLaneUnit> DeviceLaneUnit::Upload(const LaneUnit& unit) {
   uint64_t at = 0;
   auto place = [&at](uint64_t bytes) {
     const uint64_t here = at;
-    at += Align(bytes);
+    at += base::AlignUp(bytes, 256);
     return here;
   };
   d.words_at_ = place(unit.words().size() * sizeof(uint32_t));

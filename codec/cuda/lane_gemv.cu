@@ -9,6 +9,7 @@
 
 #include "codec/base/status_macros.h"
 #include "codec/cuda/cuda_status.h"
+#include "codec/cuda/launch_items.cuh"
 #include "codec/gpu_lane.h"
 
 namespace df11::codec::gpu {
@@ -44,8 +45,7 @@ __global__ void __launch_bounds__(kThreads) lane_pieces_kernel(const __grid_cons
   const int warp = threadIdx.x / kLaneWarp, lane = threadIdx.x % kLaneWarp;
   const uint32_t g_launch = blockIdx.x * kWarpsPerCta + warp;
   if (g_launch >= launch.first_segment[launch.n_products]) return;
-  uint32_t v = 0;
-  while (v + 1 < launch.n_products && launch.first_segment[v + 1] <= g_launch) ++v;
+  const uint32_t v = ViewOfItem(launch.first_segment, launch.n_products, g_launch);
   const LaneProduct& p = launch.products[v];
   uint32_t* table = tables[warp];
   for (int i = lane; i < kLaneTableEntries; i += kLaneWarp) table[i] = __ldg(p.unit.table + i);
@@ -115,8 +115,8 @@ __global__ void lane_sum_kernel(const __grid_constant__ GemvLaunch launch, const
   const uint32_t t = static_cast<uint32_t>(i % p.rows), c = static_cast<uint32_t>(i / p.rows);
   const uint32_t per_row = LanePiecesPerRow(p.cols);
   const uint64_t s0 = LaneFirstSegmentOfRow(p.first_element, p.cols, t);
-  const uint64_t s1 = (p.first_element + uint64_t{t + 1} * p.cols - 1) / kLaneSegment;
-  const float bias = p.bias == nullptr ? 0.0f : __uint_as_float(uint32_t{p.bias[t]} << 16);
+  const uint64_t s1 = LaneLastSegmentOfRow(p.first_element, p.cols, t);
+  const float bias = p.bias == nullptr ? 0.0f : BitsFloat(uint32_t{p.bias[t]} << 16);
   const float y = LaneSumPieces(pieces + launch.pieces_at[blockIdx.y] +
                                     (uint64_t{t} * per_row) * columns + c,
                                 static_cast<uint32_t>(s1 - s0 + 1), columns, bias);
@@ -130,25 +130,12 @@ __global__ void lane_sum_kernel(const __grid_constant__ GemvLaunch launch, const
 
 }  // namespace
 
-size_t LaneGemvWorkspaceBytes(std::span<const LaneProduct> products, int columns) {
-  uint64_t floats = 0;
-  for (const LaneProduct& p : products) floats += LanePieceFloats(p, columns);
-  return kLanePiecesOffset + floats * sizeof(float);
-}
-
 absl::Status LaneGemv(std::span<const LaneProduct> products, const uint16_t* x, int columns,
                       bool y_fp32, void* workspace, size_t workspace_bytes, StreamRef stream_ref,
                       bool keep_error) {
   const auto stream = static_cast<cudaStream_t>(stream_ref);
+  DF11_RETURN_IF_ERROR(CheckLaneProducts(products, columns));
   const std::string what = "LaneGemv";
-  if (products.empty() || products.size() > kMaxLaneProducts) {
-    return absl::InvalidArgumentError(what + ": " + std::to_string(products.size()) +
-                                      " products; 1 to " + std::to_string(kMaxLaneProducts));
-  }
-  if (columns < 1 || columns > kLaneMaxColumns) {
-    return absl::InvalidArgumentError(what + ": " + std::to_string(columns) + " columns; 1 to " +
-                                      std::to_string(kLaneMaxColumns));
-  }
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0) {
     return absl::InvalidArgumentError(what + ": x must be 16-byte aligned");
   }
@@ -162,12 +149,10 @@ absl::Status LaneGemv(std::span<const LaneProduct> products, const uint16_t* x, 
   uint64_t segments = 0, pieces = 0, most = 0;
   for (size_t i = 0; i < products.size(); ++i) {
     const LaneProduct& p = products[i];
-    if (!LaneProductSupported(p.first_element, p.rows, p.cols) || p.cols != products[0].cols ||
-        reinterpret_cast<uintptr_t>(p.unit.sign_mantissa) % 8 != 0 ||
+    if (reinterpret_cast<uintptr_t>(p.unit.sign_mantissa) % 8 != 0 ||
         reinterpret_cast<uintptr_t>(p.y) % (y_fp32 ? 4 : 2) != 0) {
-      return absl::InvalidArgumentError(what + ": product " + std::to_string(i) + " of " +
-                                        std::to_string(p.rows) + " x " + std::to_string(p.cols) +
-                                        " weights is not one the kernel takes");
+      return absl::InvalidArgumentError(what + ": product " + std::to_string(i) +
+                                        " has misaligned sign/mantissa bytes or y");
     }
     launch.products[i] = p;
     launch.pieces_at[i] = pieces;
@@ -175,9 +160,6 @@ absl::Status LaneGemv(std::span<const LaneProduct> products, const uint16_t* x, 
     segments += LaneProductSegments(p);
     pieces += LanePieceFloats(p, columns);
     most = std::max<uint64_t>(most, uint64_t{p.rows} * columns);
-  }
-  if (segments >= (uint64_t{1} << 31)) {
-    return absl::InvalidArgumentError(what + ": more than 2^31 segments in one launch");
   }
   launch.first_segment[products.size()] = static_cast<uint32_t>(segments);
   launch.n_products = static_cast<uint32_t>(products.size());

@@ -20,7 +20,9 @@
 #define DF11_CODEC_CUDA_LANE_STEPS_H_
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "codec/lut_walk.h"
 
@@ -54,6 +56,11 @@ struct LaneView {
   uint32_t first_segment;
   uint32_t n_segments;
 };
+
+// Views one decode launch takes at most (they are the kernel's parameters), and the bytes of
+// device workspace it needs: its error flag.
+inline constexpr size_t kMaxLaneViews = 64;
+constexpr size_t LaneWorkspaceBytes() { return 16; }
 
 // `a` and `b`'s bytes picked by the selector `s`, as the PRMT instruction does (__byte_perm).
 DF11_HOST_DEVICE uint32_t BytePerm(uint32_t a, uint32_t b, uint32_t s) {
@@ -176,6 +183,8 @@ DF11_HOST_DEVICE bool LaneRowsTight(uint32_t longest, uint32_t rows) {
 // small launch): deterministic, and each column independent of the others.
 
 inline constexpr int kLaneMaxColumns = 8;
+// Products one launch takes at most (they are the kernels' parameters).
+inline constexpr size_t kMaxLaneProducts = 8;
 
 // One product of a launch: W, rows x cols weights from `first_element` of the unit of `unit`
 // (whose first_segment, n_segments and out are unused), times the launch's x, plus `bias` (rows
@@ -207,6 +216,11 @@ DF11_HOST_DEVICE uint64_t LaneFirstSegmentOfRow(uint64_t first_element, uint32_t
                                                 uint32_t row) {
   return (first_element + uint64_t{row} * cols) / kLaneSegment;
 }
+// The segment that holds row `row`'s last weight.
+DF11_HOST_DEVICE uint64_t LaneLastSegmentOfRow(uint64_t first_element, uint32_t cols,
+                                               uint32_t row) {
+  return (first_element + uint64_t{row + 1} * cols - 1) / kLaneSegment;
+}
 
 // 8 BF16 values at `p` (16-byte aligned) as floats: one 16-byte load on the device.
 DF11_HOST_DEVICE void LoadBf16x8(const uint16_t* p, float out[8]) {
@@ -221,17 +235,8 @@ DF11_HOST_DEVICE void LoadBf16x8(const uint16_t* p, float out[8]) {
   for (int i = 0; i < 4; ++i) w[i] = uint32_t{p[2 * i]} | uint32_t{p[2 * i + 1]} << 16;
 #endif
   for (int i = 0; i < 4; ++i) {
-    const uint32_t lo = w[i] << 16, hi = w[i] & 0xFFFF0000u;
-    float a, b;
-#if defined(__CUDA_ARCH__)
-    a = __uint_as_float(lo);
-    b = __uint_as_float(hi);
-#else
-    __builtin_memcpy(&a, &lo, 4);
-    __builtin_memcpy(&b, &hi, 4);
-#endif
-    out[2 * i] = a;
-    out[2 * i + 1] = b;
+    out[2 * i] = BitsFloat(w[i] << 16);
+    out[2 * i + 1] = BitsFloat(w[i] & 0xFFFF0000u);
   }
 }
 
@@ -241,14 +246,8 @@ DF11_HOST_DEVICE void LaneMultiply(const uint32_t pairs[4], const uint16_t* x, u
                                    uint32_t col, int columns, float acc[kLaneMaxColumns]) {
   float w[8];
   for (int i = 0; i < 4; ++i) {
-    const uint32_t lo = pairs[i] << 16, hi = pairs[i] & 0xFFFF0000u;
-#if defined(__CUDA_ARCH__)
-    w[2 * i] = __uint_as_float(lo);
-    w[2 * i + 1] = __uint_as_float(hi);
-#else
-    __builtin_memcpy(&w[2 * i], &lo, 4);
-    __builtin_memcpy(&w[2 * i + 1], &hi, 4);
-#endif
+    w[2 * i] = BitsFloat(pairs[i] << 16);
+    w[2 * i + 1] = BitsFloat(pairs[i] & 0xFFFF0000u);
   }
 #if defined(__CUDA_ARCH__)
 #pragma unroll
@@ -268,6 +267,12 @@ DF11_HOST_DEVICE void LaneMultiply(const uint32_t pairs[4], const uint16_t* x, u
 inline constexpr uint64_t kLanePiecesOffset = 16;
 DF11_HOST_DEVICE uint64_t LanePieceFloats(const LaneProduct& p, int columns) {
   return (uint64_t{p.rows} * LanePiecesPerRow(p.cols) * uint64_t(columns) + 3) / 4 * 4;
+}
+// The bytes of workspace a launch of `products` needs.
+inline uint64_t LaneGemvWorkspaceBytes(std::span<const LaneProduct> products, int columns) {
+  uint64_t floats = 0;
+  for (const LaneProduct& p : products) floats += LanePieceFloats(p, columns);
+  return kLanePiecesOffset + floats * sizeof(float);
 }
 
 // A row's pieces summed in segment order, plus its bias: the second launch's arithmetic.

@@ -22,8 +22,7 @@
 
 #include <cstdint>
 
-#include "codec/cuda/interleaved_steps.h"  // LoadReadOnly
-#include "codec/lut_walk.h"                // DF11_HOST_DEVICE
+#include "codec/lut_walk.h"  // DF11_HOST_DEVICE, LoadReadOnly
 
 namespace df11::codec::gpu {
 
@@ -188,25 +187,6 @@ DF11_HOST_DEVICE void LoadXBf16(const uint16_t* x, uint64_t ldx, int n_cols, uin
   const uint16_t* p = x + n * ldx + uint64_t(tile) * kTileCols + 2 * (lane & 3);
   b[0] = LoadReadOnly(reinterpret_cast<const uint32_t*>(p));
   b[1] = LoadReadOnly(reinterpret_cast<const uint32_t*>(p + 8));
-}
-
-DF11_HOST_DEVICE uint32_t FloatBits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  __builtin_memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-DF11_HOST_DEVICE float BitsFloat(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  __builtin_memcpy(&f, &u, 4);
-  return f;
-#endif
 }
 
 // fp32 values as the sum of three BF16 values, exactly (each takes the next 8 significant bits,

@@ -197,6 +197,39 @@ TEST(LaneUnitTest, FusedProductsMatchFloat64AndColumnsAreIndependent) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// Launches that would read past their unit are refused before they run, on every device.
+TEST(LaneUnitTest, RefusesLaunchesPastTheirUnit) {
+  const std::vector<uint16_t> values =
+      ::df11::testing::NormalBf16(::df11::testing::TestSeed(), 0.02f, 3 * 8192 + 100);
+  const LaneUnit u = LaneUnit::Build(values, nullptr).value();
+  ASSERT_EQ(u.num_segments(), 4u);
+  alignas(16) static uint16_t out[4 * 8192];
+  gpu::LaneView view = u.view(out);
+  DF11_EXPECT_OK(CheckLaneDecodeLaunch(std::span(&view, 1), gpu::LaneWorkspaceBytes()));
+  view.first_segment = 2;
+  view.n_segments = 2;  // segments 2 and 3: the last ones
+  DF11_EXPECT_OK(CheckLaneDecodeLaunch(std::span(&view, 1), gpu::LaneWorkspaceBytes()));
+  view.n_segments = 3;  // one past the unit
+  EXPECT_THAT(CheckLaneDecodeLaunch(std::span(&view, 1), gpu::LaneWorkspaceBytes()),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  view.n_segments = 1;
+  EXPECT_THAT(CheckLaneDecodeLaunch(std::span(&view, 1), gpu::LaneWorkspaceBytes() - 1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  // 96 rows of 256 from element 0 end at 24576, inside; from 512, at 25088, past the 24676.
+  std::vector<uint16_t> x(256);
+  std::vector<float> y(96);
+  gpu::LaneProduct p{
+      .unit = u.view(nullptr), .first_element = 0, .rows = 96, .cols = 256, .y = y.data()};
+  EXPECT_TRUE(MultiplyLaneProducts(std::span(&p, 1), x.data(), 1, true).value_or(false));
+  p.first_element = 512;
+  EXPECT_THAT(MultiplyLaneProducts(std::span(&p, 1), x.data(), 1, true).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  p.first_element = uint64_t{1} << 40;  // past the unit's end: no wrap-around
+  EXPECT_THAT(CheckLaneProducts(std::span(&p, 1), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(LaneUnitTest, RefusesAnEmptyUnit) {
   EXPECT_THAT(LaneUnit::Build(std::span<const uint16_t>(), nullptr).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
 #include "codec/lane_unit.h"
 #include "codec/tiled_matrix.h"
@@ -483,16 +484,6 @@ absl::Status EmulatedGpuDevice::DecodeUnits(std::span<const codec::gpu::UnitView
   return absl::OkStatus();
 }
 
-absl::Status EmulatedGpuDevice::CheckDecoded(const void* workspace, Stream stream) {
-  if (absl::Status s = StreamSynchronize(stream); !s.ok()) return s;
-  if (*static_cast<const uint32_t*>(workspace) != 0) {
-    return absl::DataLossError(
-        "GPU decode: a thread's codes did not end where its unit's metadata says the next code "
-        "starts (corrupt stream or layout)");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status EmulatedGpuDevice::DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views,
                                             void* workspace, uint64_t workspace_bytes,
                                             Stream stream) {
@@ -529,15 +520,7 @@ absl::Status EmulatedGpuDevice::DecodeTiled(std::span<const codec::gpu::TiledDec
 absl::Status EmulatedGpuDevice::DecodeLanes(std::span<const codec::gpu::LaneView> views,
                                             void* workspace, uint64_t workspace_bytes,
                                             Stream stream) {
-  if (views.empty() || views.size() > 64) {
-    return absl::InvalidArgumentError(absl::StrCat("a lane launch of ", views.size(), " views"));
-  }
-  if (workspace_bytes < 16) return absl::InvalidArgumentError("a lane launch without a workspace");
-  for (const codec::gpu::LaneView& v : views) {
-    if (reinterpret_cast<uintptr_t>(v.out) % 16 != 0) {
-      return absl::InvalidArgumentError("DecodeLanes: the output must be 16-byte aligned");
-    }
-  }
+  DF11_RETURN_IF_ERROR(codec::CheckLaneDecodeLaunch(views, workspace_bytes));
   {
     std::lock_guard lock(mu_);
     ++lane_launches_;

@@ -67,7 +67,6 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
                            uint64_t workspace_bytes, Stream stream) override;
   absl::Status BuildSegmentOffsets(std::span<const codec::gpu::UnitView> views, void* workspace,
                                    uint64_t workspace_bytes, Stream stream) override;
-  absl::Status CheckDecoded(const void* workspace, Stream stream) override;
   uint64_t DecodeWorkspaceBytes(size_t views) const override;
   // With the kernels' per-lane steps (codec::DecodeTiledView).
   absl::Status DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views, void* workspace,

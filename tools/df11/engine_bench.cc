@@ -82,39 +82,65 @@ struct Config {
   int64_t profiled_steps = 0;
 };
 
-// `batch` sequences: each prompt's prefill on its own, then `tokens` decode steps of all of them
-// in one batch (each feeding the argmax of its last logits).
-absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t tokens, int64_t batch) {
-  const runtime::ModelConfig& mc = c.model->config();
-  const size_t V = static_cast<size_t>(mc.vocab_size);
+// `batch` sequences of one prompt, with room for `tokens` more each: their caches, their last
+// logits, and the steps that feed each its argmax.
+struct Sequences {
+  size_t vocab = 0;
   std::vector<std::unique_ptr<runtime::KvCache>> caches;
-  c.kv_bytes = 0;
+  std::vector<float> logits;
+  std::vector<int32_t> next;
+  std::vector<runtime::SequenceStep> steps;
+};
+
+absl::StatusOr<Sequences> NewSequences(Config& c, size_t prompt_tokens, int64_t tokens,
+                                       int64_t batch) {
+  const runtime::ModelConfig& mc = c.model->config();
+  Sequences s;
+  s.vocab = static_cast<size_t>(mc.vocab_size);
   for (int64_t b = 0; b < batch; ++b) {
-    DF11_ASSIGN_OR_RETURN(caches.emplace_back(),
-                          c.backend->NewCache(mc, static_cast<int64_t>(prompt.size()) + tokens));
-    c.kv_bytes += caches.back()->bytes();
+    DF11_ASSIGN_OR_RETURN(s.caches.emplace_back(),
+                          c.backend->NewCache(mc, static_cast<int64_t>(prompt_tokens) + tokens));
   }
-  std::vector<float> logits(batch * V);
-  auto start = Clock::now();
-  for (int64_t b = 0; b < batch; ++b) {
-    runtime::SequenceStep step{caches[b].get(), prompt};
+  s.logits.resize(batch * s.vocab);
+  s.next.resize(batch);
+  s.steps.resize(batch);
+  return s;
+}
+
+// Each sequence's prefill of `prompt`, on its own.
+absl::Status Prefill(Config& c, const std::vector<int32_t>& prompt, Sequences& s) {
+  const size_t V = s.vocab;
+  for (size_t b = 0; b < s.caches.size(); ++b) {
+    runtime::SequenceStep step{s.caches[b].get(), prompt};
     DF11_RETURN_IF_ERROR(
-        c.backend->Forward(*c.model, std::span(&step, 1), std::span(logits).subspan(b * V, V)));
+        c.backend->Forward(*c.model, std::span(&step, 1), std::span(s.logits).subspan(b * V, V)));
   }
+  return absl::OkStatus();
+}
+
+// One decode step of every sequence in one batch, each fed the argmax of its last logits.
+absl::Status DecodeStep(Config& c, Sequences& s) {
+  for (size_t b = 0; b < s.caches.size(); ++b) {
+    const auto row = s.logits.begin() + b * s.vocab;
+    s.next[b] = static_cast<int32_t>(std::max_element(row, row + s.vocab) - row);
+    s.steps[b] = runtime::SequenceStep{s.caches[b].get(), std::span(&s.next[b], 1)};
+  }
+  return c.backend->Forward(*c.model, s.steps, s.logits);
+}
+
+// `batch` sequences: each prompt's prefill on its own, then `tokens` decode steps of all of them
+// in one batch.
+absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t tokens, int64_t batch) {
+  DF11_ASSIGN_OR_RETURN(Sequences s, NewSequences(c, prompt.size(), tokens, batch));
+  c.kv_bytes = 0;
+  for (const auto& cache : s.caches) c.kv_bytes += cache->bytes();
+  auto start = Clock::now();
+  DF11_RETURN_IF_ERROR(Prefill(c, prompt, s));
   c.prefill_tps.push_back(batch * prompt.size() /
                           std::chrono::duration<double>(Clock::now() - start).count());
-  std::vector<int32_t> next(batch);
-  std::vector<runtime::SequenceStep> steps(batch);
   const runtime::DeviceWork before = c.backend->Work();
   start = Clock::now();
-  for (int64_t i = 0; i < tokens; ++i) {
-    for (int64_t b = 0; b < batch; ++b) {
-      const auto row = logits.begin() + b * V;
-      next[b] = static_cast<int32_t>(std::max_element(row, row + V) - row);
-      steps[b] = runtime::SequenceStep{caches[b].get(), std::span(&next[b], 1)};
-    }
-    DF11_RETURN_IF_ERROR(c.backend->Forward(*c.model, steps, logits));
-  }
+  for (int64_t i = 0; i < tokens; ++i) DF11_RETURN_IF_ERROR(DecodeStep(c, s));
   c.decode_tps.push_back(batch * tokens /
                          std::chrono::duration<double>(Clock::now() - start).count());
   const runtime::DeviceWork after = c.backend->Work();
@@ -128,30 +154,12 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
 // step (a separate run: the profile's events slow the steps a little).
 absl::Status Profile(Config& c, const std::vector<int32_t>& prompt, int64_t batch) {
   constexpr int64_t kSteps = 8;
-  const runtime::ModelConfig& mc = c.model->config();
-  const size_t V = static_cast<size_t>(mc.vocab_size);
-  std::vector<std::unique_ptr<runtime::KvCache>> caches;
-  std::vector<float> logits(batch * V);
-  for (int64_t b = 0; b < batch; ++b) {
-    DF11_ASSIGN_OR_RETURN(caches.emplace_back(),
-                          c.backend->NewCache(mc, static_cast<int64_t>(prompt.size()) + kSteps));
-    runtime::SequenceStep step{caches[b].get(), prompt};
-    DF11_RETURN_IF_ERROR(
-        c.backend->Forward(*c.model, std::span(&step, 1), std::span(logits).subspan(b * V, V)));
-  }
+  DF11_ASSIGN_OR_RETURN(Sequences s, NewSequences(c, prompt.size(), kSteps, batch));
+  DF11_RETURN_IF_ERROR(Prefill(c, prompt, s));
   const std::map<std::string, runtime::DeviceWork::OpTime> before = c.backend->Work().ops;
   c.backend->SetProfiling(true);
-  std::vector<int32_t> next(batch);
-  std::vector<runtime::SequenceStep> steps(batch);
   absl::Status status;
-  for (int64_t i = 0; i < kSteps && status.ok(); ++i) {
-    for (int64_t b = 0; b < batch; ++b) {
-      const auto row = logits.begin() + b * V;
-      next[b] = static_cast<int32_t>(std::max_element(row, row + V) - row);
-      steps[b] = runtime::SequenceStep{caches[b].get(), std::span(&next[b], 1)};
-    }
-    status = c.backend->Forward(*c.model, steps, logits);
-  }
+  for (int64_t i = 0; i < kSteps && status.ok(); ++i) status = DecodeStep(c, s);
   c.backend->SetProfiling(false);
   DF11_RETURN_IF_ERROR(status);
   c.profile.clear();

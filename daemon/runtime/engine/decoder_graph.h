@@ -35,6 +35,7 @@ enum class Activations : uint8_t {
   kUp,         // intermediate_size
   kBranch,     // hidden_size: a block's output before it joins the residual stream (fp32)
 };
+inline constexpr size_t kActivationKinds = static_cast<size_t>(Activations::kBranch) + 1;
 
 // Values per row of activation `a` under `config`.
 int64_t ActivationWidth(const ModelConfig& config, Activations a);

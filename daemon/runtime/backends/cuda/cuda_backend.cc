@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/align.h"
 #include "codec/base/check.h"
 #include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
@@ -16,8 +17,6 @@
 namespace df11::runtime {
 namespace {
 
-uint64_t Align(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
-
 // The workspace at the arena's start: the decode queue's slots, the uploader's check slots, the
 // matrix library's workspace, in that order.
 uint64_t WorkspaceBytes(const GpuDevice& device, const CudaBackend::Options& options) {
@@ -25,35 +24,43 @@ uint64_t WorkspaceBytes(const GpuDevice& device, const CudaBackend::Options& opt
          options.library_workspace_bytes;
 }
 
-// Where weight `name` of `host` is as rows of a tiled matrix of `tiled` (per unit), when it is: a
-// whole tensor of a tiled unit, or a range of its rows that starts and ends on a band.
-template <typename Source>
-std::optional<Source> FindTiled(const Model& host,
-                                const std::vector<std::vector<TiledTensor>>& tiled,
-                                const std::string& name) {
-  if (name.empty()) return std::nullopt;
-  const absl::StatusOr<WeightLocation> w = host.Locate(name);
-  if (!w.ok() || w->unit < 0 || static_cast<size_t>(w->unit) >= tiled.size() ||
-      w->shape.size() != 2) {
+// Where weight `w` is as rows of a tiled matrix of `tiled` (per unit), when it is: a whole tensor
+// of a tiled unit, or a range of its rows that starts and ends on a band.
+std::optional<CudaPlacedModel::FusedSource> FindTiled(
+    const WeightLocation& w, const std::vector<std::vector<TiledTensor>>& tiled) {
+  if (w.unit < 0 || static_cast<size_t>(w.unit) >= tiled.size() || w.shape.size() != 2) {
     return std::nullopt;
   }
-  const uint64_t rows = w->shape[0], cols = w->shape[1];
-  for (const TiledTensor& t : tiled[w->unit]) {
+  const uint64_t rows = w.shape[0], cols = w.shape[1];
+  for (const TiledTensor& t : tiled[w.unit]) {
     const uint64_t n = uint64_t{t.image.rows} * t.image.cols;
-    if (w->offset < t.element_offset || w->offset >= t.element_offset + n) continue;
-    const uint64_t first = w->offset - t.element_offset;
+    if (w.offset < t.element_offset || w.offset >= t.element_offset + n) continue;
+    const uint64_t first = w.offset - t.element_offset;
     if (cols != t.image.cols || first % cols != 0) return std::nullopt;
     const uint64_t first_row = first / cols;
     if (first_row % codec::gpu::kTileRows != 0 || rows % codec::gpu::kTileRows != 0 ||
         first_row + rows > t.image.rows) {
       return std::nullopt;
     }
-    return Source{.offset = t.offset,
-                  .image = t.image,
-                  .first_row = static_cast<uint32_t>(first_row),
-                  .rows = static_cast<uint32_t>(rows)};
+    return CudaPlacedModel::FusedSource{.offset = t.offset,
+                                        .image = t.image,
+                                        .first_row = static_cast<uint32_t>(first_row),
+                                        .rows = static_cast<uint32_t>(rows)};
   }
   return std::nullopt;
+}
+
+// Weight `w` as a lane-stream product, when its unit is lane-stream and the product takes it.
+std::optional<CudaPlacedModel::LaneSource> FindLane(
+    const WeightLocation& w, const std::vector<std::optional<LaneImage>>& lanes) {
+  if (w.unit < 0 || static_cast<size_t>(w.unit) >= lanes.size() || !lanes[w.unit].has_value() ||
+      w.shape.size() != 2 || !codec::LaneProductSupported(w.offset, w.shape[0], w.shape[1])) {
+    return std::nullopt;
+  }
+  return CudaPlacedModel::LaneSource{.unit = static_cast<size_t>(w.unit),
+                                     .first_element = w.offset,
+                                     .rows = static_cast<uint32_t>(w.shape[0]),
+                                     .cols = static_cast<uint32_t>(w.shape[1])};
 }
 
 }  // namespace
@@ -119,8 +126,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(std::unique_ptr
     return absl::InvalidArgumentError(absl::StrCat("fused_max_rows of ", options.fused_max_rows,
                                                    "; 0 to ", ForwardOps::kMaxTiledRows));
   }
-  const uint64_t workspace = Align(WorkspaceBytes(*device, options), options.granule);
-  const uint64_t fixed = workspace + Align(options.kv_pool_bytes, options.granule);
+  const uint64_t workspace = base::AlignUp(WorkspaceBytes(*device, options), options.granule);
+  const uint64_t fixed = workspace + base::AlignUp(options.kv_pool_bytes, options.granule);
   if (options.budget < fixed + options.granule) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": a budget of ", options.budget,
@@ -210,7 +217,7 @@ PlacementEstimate CudaBackend::EstimatePlacement(const ModelEstimate& estimate) 
     e.unit_bytes = estimate.unit_bytes + estimate.unit_bytes / 16 +
                    units * (codec::gpu::kTableEntries * sizeof(uint32_t) + 8 * 256);
     e.plain_bytes =
-        Align(estimate.plain_bytes + tensors * 256, options_.granule) + options_.granule;
+        base::AlignUp(estimate.plain_bytes + tensors * 256, options_.granule) + options_.granule;
   }
   const std::array<uint64_t, 2> need = ScratchElementsFromConfig(estimate.config, estimate.df11);
   absl::ReaderMutexLock lock(&arena_->mu());
@@ -256,72 +263,60 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
   // A file truncated or rewritten while it was copied gave the device other bytes than the
   // validated ones (the mapping guard turns reads past a truncation into zeros).
   DF11_RETURN_IF_ERROR(host->CheckFiles());
-  using FusedSource = CudaPlacedModel::FusedSource;
-  using LaneSource = CudaPlacedModel::LaneSource;
-  // A weight as a lane-stream product, when its unit is lane-stream and the product takes it.
-  auto find_lane = [&](const std::string& name) -> std::optional<LaneSource> {
+  // Where a weight of a unit is; none for a plain tensor or an absent name.
+  auto locate = [&](const std::string& name) -> std::optional<WeightLocation> {
     if (name.empty()) return std::nullopt;
-    const absl::StatusOr<WeightLocation> w = host->Locate(name);
-    if (!w.ok() || w->unit < 0 || !kept.lanes[w->unit].has_value() || w->shape.size() != 2 ||
-        !codec::LaneProductSupported(w->offset, w->shape[0], w->shape[1])) {
-      return std::nullopt;
-    }
-    return LaneSource{.unit = static_cast<size_t>(w->unit),
-                      .first_element = w->offset,
-                      .rows = static_cast<uint32_t>(w->shape[0]),
-                      .cols = static_cast<uint32_t>(w->shape[1])};
+    absl::StatusOr<WeightLocation> w = host->Locate(name);
+    if (!w.ok() || w->unit < 0) return std::nullopt;
+    return *std::move(w);
   };
   // The pieces of the largest lane-stream launch a short pass makes: q, k and v; gate and up;
   // o; down; the head.
   uint64_t lane_workspace = 0;
+  using LaneSource = CudaPlacedModel::LaneSource;
   auto lane_launch = [&](std::initializer_list<std::optional<LaneSource>> sources) {
     std::vector<codec::gpu::LaneProduct> products;
     for (const std::optional<LaneSource>& s : sources) {
-      if (s.has_value()) products.push_back({.first_element = s->first_element,
-                                             .rows = s->rows,
-                                             .cols = s->cols});
+      if (s.has_value()) {
+        products.push_back({.first_element = s->first_element, .rows = s->rows, .cols = s->cols});
+      }
     }
-    uint64_t floats = 0;
-    for (const auto& p : products) floats += codec::gpu::LanePieceFloats(p, ForwardOps::kMaxTiledRows);
-    lane_workspace = std::max(lane_workspace, codec::gpu::kLanePiecesOffset + 4 * floats);
+    if (products.empty()) return;
+    lane_workspace = std::max(
+        lane_workspace, codec::gpu::LaneGemvWorkspaceBytes(products, ForwardOps::kMaxTiledRows));
   };
   std::vector<CudaPlacedModel::FusedLayer> layers(host->config().num_layers);
   for (int64_t l = 0; l < host->config().num_layers; ++l) {
     const std::vector<std::string> names = LayerTensorNames(host->config(), l);
     CudaPlacedModel::FusedLayer& f = layers[l];
-    for (size_t k = 0; k < f.projections.size(); ++k) {
-      f.projections[k] = FindTiled<FusedSource>(*host, kept.tiled, names[k]);
-      f.lanes[k] = find_lane(names[k]);
-      f.any |= f.projections[k].has_value() || f.lanes[k].has_value();
-      const absl::StatusOr<WeightLocation> w = host->Locate(names[k]);
-      const bool fused_unit = w.ok() && w->unit >= 0 &&
-                              (!kept.tiled[w->unit].empty() || kept.lanes[w->unit].has_value());
-      if (!f.projections[k].has_value() && !f.lanes[k].has_value() && fused_unit) {
-        f.complete = false;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const std::optional<WeightLocation> w = locate(names[k]);
+      if (!w.has_value()) continue;
+      if (k < f.projections.size()) {
+        f.projections[k] = FindTiled(*w, kept.tiled);
+        f.lanes[k] = FindLane(*w, kept.lanes);
+        if (f.projections[k].has_value() || f.lanes[k].has_value()) {
+          f.any = true;
+          continue;
+        }
       }
-    }
-    // A layer's other tensors (norms, biases) in a fused unit would not be decoded when the pass
-    // skips it: then it may not.
-    for (size_t k = f.projections.size(); k < names.size(); ++k) {
-      if (names[k].empty()) continue;
-      const absl::StatusOr<WeightLocation> w = host->Locate(names[k]);
-      if (w.ok() && w->unit >= 0 &&
-          (!kept.tiled[w->unit].empty() || kept.lanes[w->unit].has_value())) {
-        f.complete = false;
-      }
+      // A tensor of a fused unit that the products do not take (a projection of another shape,
+      // a norm, a bias) would not be decoded when the pass skips the layer: then it may not.
+      if (kept.fused(w->unit)) f.complete = false;
     }
     lane_launch({f.lanes[0], f.lanes[1], f.lanes[2]});
     lane_launch({f.lanes[3]});
     lane_launch({f.lanes[4], f.lanes[5]});
     lane_launch({f.lanes[6]});
   }
-  const std::string head_name = LmHeadName(host->config());
-  std::optional<FusedSource> head = FindTiled<FusedSource>(*host, kept.tiled, head_name);
-  std::optional<LaneSource> lane_head = find_lane(head_name);
-  lane_launch({lane_head});
-  if (std::none_of(kept.lanes.begin(), kept.lanes.end(), [](const auto& l) { return l.has_value(); })) {
-    lane_workspace = 0;
+  const std::optional<WeightLocation> head_location = locate(LmHeadName(host->config()));
+  std::optional<CudaPlacedModel::FusedSource> head;
+  std::optional<LaneSource> lane_head;
+  if (head_location.has_value()) {
+    head = FindTiled(*head_location, kept.tiled);
+    lane_head = FindLane(*head_location, kept.lanes);
   }
+  lane_launch({lane_head});
   placed->SetFused(std::move(kept.tiled), std::move(kept.lanes), std::move(layers),
                    std::move(head), std::move(lane_head), lane_workspace);
   const int64_t rotary_dim = host->config().rotary_dim;

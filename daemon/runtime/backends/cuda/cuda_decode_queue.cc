@@ -5,26 +5,19 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/align.h"
 #include "codec/base/check.h"
 #include "codec/base/status_macros.h"
+#include "codec/cuda/decode_steps.h"
 
 namespace df11::runtime {
-namespace {
 
-uint64_t Align(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
-
-}  // namespace
-
-absl::Status CorruptCodes() {
-  return absl::DataLossError(
-      "GPU decode: a thread's codes did not end where its unit's metadata says the next code "
-      "starts (corrupt stream or layout)");
-}
+absl::Status CorruptCodes() { return absl::DataLossError(codec::gpu::kCorruptCodesMessage); }
 
 uint64_t CudaDecodeQueue::SlotBytes(const GpuDevice& device) {
-  return Align(std::max(device.DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch),
-                        device.TiledWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch)),
-               256);
+  return base::AlignUp(std::max(device.DecodeWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch),
+                                device.TiledWorkspaceBytes(codec::gpu::kMaxUnitsPerLaunch)),
+                       256);
 }
 
 CudaDecodeQueue::CudaDecodeQueue(GpuDevice& device, CudaArena& arena, std::string device_name)
@@ -193,8 +186,8 @@ int64_t CudaDecodeQueue::EmbeddingRowsPerCall(const CudaPlacedModel& m) const {
   // A lane-stream row takes the segments that hold it: at most one more than its length needs.
   const uint64_t span =
       m.lane(m.plan().embedding_unit).has_value()
-          ? ((m.config().hidden_size + codec::gpu::kLaneSegment - 1) / codec::gpu::kLaneSegment +
-             1) * codec::gpu::kLaneSegment
+          ? uint64_t{codec::gpu::LanePiecesPerRow(static_cast<uint32_t>(m.config().hidden_size))} *
+                codec::gpu::kLaneSegment
           : m.plan().embedding_row_span;
   absl::ReaderMutexLock lock(&arena_.mu());
   return static_cast<int64_t>(
@@ -246,8 +239,10 @@ absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
     // The segments that hold each row, decoded into their own part of the scratch.
     for (size_t k = 0; k < tokens.size(); ++k) {
       const uint64_t start = plan.embedding_offset + uint64_t(tokens[k]) * hidden;
-      const uint64_t s0 = start / codec::gpu::kLaneSegment;
-      const uint64_t s1 = (start + hidden - 1) / codec::gpu::kLaneSegment;
+      const auto cols = static_cast<uint32_t>(hidden);
+      const auto row = static_cast<uint32_t>(tokens[k]);
+      const uint64_t s0 = codec::gpu::LaneFirstSegmentOfRow(plan.embedding_offset, cols, row);
+      const uint64_t s1 = codec::gpu::LaneLastSegmentOfRow(plan.embedding_offset, cols, row);
       codec::gpu::LaneView view = m.lane(u)->View(arena_.AddressLocked(m.allocation()), out + cursor);
       view.first_segment = static_cast<uint32_t>(s0);
       view.n_segments = static_cast<uint32_t>(s1 - s0 + 1);

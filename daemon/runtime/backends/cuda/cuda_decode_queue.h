@@ -42,7 +42,6 @@ class CudaDecodeQueue {
   absl::Status Init(char* workspace);
   ~CudaDecodeQueue();
 
-  GpuDevice::Stream stream() const { return stream_->get(); }
   // Recorded when a decode into scratch buffer `buffer` is done; and by the forward pass once it
   // has read the buffer (a decode into it waits for that).
   GpuDevice::Event ready(int buffer) const { return ready_[buffer]->get(); }

@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/align.h"
 #include "codec/base/status_macros.h"
 #include "daemon/runtime/engine/decoder_graph.h"
 
@@ -344,6 +345,11 @@ class CudaModelRunner::Pass final : public DecoderOps {
       }
       DF11_RETURN_IF_ERROR(b_.device_.Record(b_.queue_.free(head_buffer), stream_));
       DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(logits_.data(), out, S * V * 4, stream_));
+      // The fused lane products' error flag, back with the logits (RunPass reads it).
+      if (short_pass_ && m_.lane_workspace_bytes() > 0) {
+        DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(b_.LaneFlagCopy(buffers_), LaneWorkspace(),
+                                                  sizeof(uint32_t), stream_));
+      }
     }
     DF11_RETURN_IF_ERROR(b_.device_.StreamSynchronize(stream_));
     return b_.queue_.Finish();
@@ -366,24 +372,8 @@ class CudaModelRunner::Pass final : public DecoderOps {
                                     : first == LayerWeight::kGate && layer.gate_up_adjacent;
   }
 
-  static bool IsF32(Activations a) {
-    return a == Activations::kResidual || a == Activations::kBranch;
-  }
   int64_t Width(Activations a) const { return ActivationWidth(c_, a); }
-  uint64_t Offset(Activations a) const {
-    switch (a) {
-      case Activations::kResidual: return buffers_.x;
-      case Activations::kNormed: return buffers_.h;
-      case Activations::kQuery: return buffers_.q;
-      case Activations::kKey: return buffers_.k;
-      case Activations::kValue: return buffers_.v;
-      case Activations::kAttention: return buffers_.attn;
-      case Activations::kGate: return buffers_.gate;
-      case Activations::kUp: return buffers_.up;
-      case Activations::kBranch: return buffers_.tmp;
-    }
-    return 0;
-  }
+  uint64_t Offset(Activations a) const { return buffers_.activations[static_cast<size_t>(a)]; }
   char* Base() const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) { return b_.arena_.AddressLocked(buffers_.id); }
   void* Address(Activations a) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
     return Base() + Offset(a);
@@ -541,8 +531,7 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
                                       std::span<const SequenceStep> batch,
                                       std::span<float> logits) {
   const ModelConfig& c = m.config();
-  const int64_t H = c.hidden_size, V = c.vocab_size, I = c.intermediate_size;
-  const int64_t nh = c.num_heads, nkv = c.num_kv_heads, d = c.head_dim;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
   const int64_t S = static_cast<int64_t>(batch.size());
   int64_t rows = 0;
   uint64_t pages = 0, positions_per_page = 0;
@@ -560,18 +549,18 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   uint64_t bytes = 0;
   auto take = [&bytes](uint64_t& at, uint64_t n) {
     at = bytes;
-    bytes += (n + 255) / 256 * 256;
+    bytes += base::AlignUp(n, 256);
   };
-  take(b.x, rows * H * 4);
-  take(b.h, rows * H * 2);
-  take(b.tmp, rows * H * 4);
-  take(b.q, rows * nh * d * 2);
-  take(b.k, rows * nkv * d * 2);
-  take(b.v, rows * nkv * d * 2);
-  take(b.attn, rows * nh * d * 2);
-  take(b.gate, rows * I * 2);
-  take(b.up, rows * I * 2);
-  if (rows <= kGroupedMaxRows) take(b.grouped, rows * std::max(nh * d + 2 * nkv * d, 2 * I) * 2);
+  for (size_t a = 0; a < b.activations.size(); ++a) {
+    const auto kind = static_cast<Activations>(a);
+    take(b.activations[a], rows * ActivationWidth(c, kind) * (IsF32(kind) ? 4 : 2));
+  }
+  if (rows <= kGroupedMaxRows) {
+    auto width = [&c](Activations a) { return ActivationWidth(c, a); };
+    const int64_t qkv =
+        width(Activations::kQuery) + width(Activations::kKey) + width(Activations::kValue);
+    take(b.grouped, rows * std::max(qkv, width(Activations::kGate) + width(Activations::kUp)) * 2);
+  }
   take(b.last, S * H * 2);
   take(b.last_x, S * H * 4);
   take(b.logits, S * V * 4);
@@ -584,6 +573,7 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   take(b.row_position, rows * 4);
   take(b.last_rows, S * 8);
   take(b.embedding_rows, rows * 8);
+  b.bytes = bytes;
   // The buffers stay allocated from pass to pass (no arena work on the per-token path); they grow
   // when a pass needs more.
   {
@@ -614,7 +604,8 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
         first_page[r] = static_cast<int32_t>(p);
         position[r] = static_cast<int32_t>(cache->length() + static_cast<int64_t>(t));
       }
-      last[i] = b.x + static_cast<uint64_t>(r - 1) * H * 4;
+      last[i] = b.activations[static_cast<size_t>(Activations::kResidual)] +
+                static_cast<uint64_t>(r - 1) * H * 4;
       for (uint32_t page_index : cache->table().pages) page[p++] = page_index;
     }
   }
@@ -632,23 +623,12 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   }
   // Every launch that reads the buffers has finished before another allocation may take them.
   absl::Status synced = device_.StreamSynchronize(stream_->get());
-  // The fused lane products' error flag.
-  if (synced.ok() && rows <= options_.fused_max_rows && m.lane_workspace_bytes() > 0) {
-    auto* flag = reinterpret_cast<uint32_t*>(static_cast<char*>(pinned_) + (bytes - b.pages));
-    absl::Status copied;
-    {
-      absl::ReaderMutexLock lock(&arena_.mu());
-      copied = device_.CopyAsync(flag, arena_.AddressLocked(b.id) + b.lane_workspace,
-                                 sizeof(uint32_t), stream_->get());
-    }
-    if (copied.ok()) copied = device_.StreamSynchronize(stream_->get());
-    if (!copied.ok()) {
-      synced = copied;
-    } else if (*flag != 0) {
-      synced = absl::DataLossError(absl::StrCat("a forward pass of ", m.label(), " on ",
-                                                device_name_, ": fused lane-stream product: ",
-                                                codec::gpu::kLaneCorruptMessage));
-    }
+  // The fused lane products' error flag, copied back by a pass that reached its logits.
+  if (status.ok() && synced.ok() && rows <= options_.fused_max_rows &&
+      m.lane_workspace_bytes() > 0 && *LaneFlagCopy(b) != 0) {
+    synced = absl::DataLossError(
+        absl::StrCat("a forward pass of ", m.label(), " on ", device_name_,
+                     ": fused lane-stream product: ", codec::gpu::kLaneCorruptMessage));
   }
   // The tiled products' error flag, read (and cleared) on every path, so that a pass that stopped
   // early leaves nothing to the next.

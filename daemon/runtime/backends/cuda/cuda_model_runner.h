@@ -14,6 +14,7 @@
 #ifndef DF11_DAEMON_RUNTIME_BACKENDS_CUDA_CUDA_MODEL_RUNNER_H_
 #define DF11_DAEMON_RUNTIME_BACKENDS_CUDA_CUDA_MODEL_RUNNER_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -25,7 +26,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/runtime/engine/backend.h"
 #include "daemon/runtime/backends/cuda/cuda_arena.h"
 #include "daemon/runtime/backends/cuda/cuda_decode_queue.h"
 #include "daemon/runtime/backends/cuda/cuda_placed_model.h"
@@ -33,6 +33,8 @@
 #include "daemon/runtime/backends/cuda/gpu_device.h"
 #include "daemon/runtime/backends/cuda/gpu_handles.h"
 #include "daemon/runtime/backends/cuda/kv_page_pool.h"
+#include "daemon/runtime/engine/backend.h"
+#include "daemon/runtime/engine/decoder_graph.h"
 
 namespace df11::runtime {
 
@@ -65,14 +67,21 @@ class CudaModelRunner {
   class Pass;
   // DecoderOps around another, timing each operation with a pair of events (profiling).
   class Profiled;
+  // The activations kept in fp32: the residual stream and a block's output before it joins it.
+  static bool IsF32(Activations a) {
+    return a == Activations::kResidual || a == Activations::kBranch;
+  }
   // Offsets of one pass's buffers in its arena allocation `id`.
   struct PassBuffers {
     CudaArena::Id id = 0;
-    uint64_t x = 0, h = 0, tmp = 0, q = 0, k = 0, v = 0, attn = 0, gate = 0, up = 0, last = 0;
+    // Each of the pass's activations (by Activations), [rows][width]: fp32 where IsF32, else
+    // BF16.
+    std::array<uint64_t, kActivationKinds> activations{};
+    // BF16: each sequence's last row of x, normed.
+    uint64_t last = 0;
     // BF16 outputs of a grouped product (q, k, v or gate, up) before the split, in short passes.
     uint64_t grouped = 0;
-    // fp32: x (the residual stream), tmp (a projection into it) and each sequence's last row of
-    // x (last_x).
+    // fp32: each sequence's last row of x.
     uint64_t last_x = 0;
     uint64_t logits = 0;
     // Short passes over lane-stream units: the fused products' error flag and pieces.
@@ -81,7 +90,14 @@ class CudaModelRunner {
     // sequence's first page and its position, each sequence's last row of x (byte offsets from
     // the buffers' start), and the embedding rows' offsets (bytes, in their space).
     uint64_t pages = 0, row_first_page = 0, row_position = 0, last_rows = 0, embedding_rows = 0;
+    // The allocation's bytes.
+    uint64_t bytes = 0;
   };
+  // Where, in the page-locked buffer, a short pass's lane products' error flag comes back: just
+  // past the mirrored metadata.
+  uint32_t* LaneFlagCopy(const PassBuffers& b) const {
+    return reinterpret_cast<uint32_t*>(static_cast<char*>(pinned_) + (b.bytes - b.pages));
+  }
   // One pass over at most max_pass_tokens tokens.
   absl::Status RunPass(const CudaPlacedModel& m, ForwardOps& ops,
                        std::span<const SequenceStep> batch, std::span<float> logits)

@@ -147,8 +147,6 @@ class CudaPlacedModel final : public PlacedModel {
   size_t lane_units() const {
     return std::count_if(lanes_.begin(), lanes_.end(), [](const auto& l) { return l.has_value(); });
   }
-  // A unit a short pass may multiply by without decoding it.
-  bool fused_unit(size_t u) const { return !tiled(u).empty() || lane(u).has_value(); }
   const std::optional<LaneSource>& lane_head() const { return lane_head_; }
   // The fused lane products' workspace a pass needs (LaneGemv's pieces, 8 columns, the largest
   // launch), 0 without lane-stream units.

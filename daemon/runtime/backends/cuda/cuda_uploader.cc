@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/align.h"
 #include "codec/base/status_macros.h"
 #include "codec/decoder.h"
 #include "codec/gpu_decoder.h"
@@ -19,8 +20,6 @@ namespace {
 
 // Placement reports progress after each this many bytes copied.
 constexpr uint64_t kReportBytes = 16 << 20;
-
-uint64_t Align(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
 }  // namespace
 
@@ -98,6 +97,11 @@ absl::StatusOr<CudaUploader::Layouts> CudaUploader::Upload(const Model& host,
              codec::gpu::kTableEntries * sizeof(uint32_t) + s.lut_bytes;
   }
   for (const auto& [name, bytes] : plain) total += bytes.size();
+  // An error of unit u, named with its file and the model's directory.
+  auto unit_error = [&](size_t u, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("DF11 unit ", units[u]->path, " of ",
+                                               host.directory(), ": ", s.message()));
+  };
   uint64_t done = 0, reported = 0;
   size_t slot = 0;
   bool cancelled = false;
@@ -135,7 +139,7 @@ absl::StatusOr<CudaUploader::Layouts> CudaUploader::Upload(const Model& host,
         // Recorded again after each copy from the buffer: waiting for it waits for all of them.
         DF11_RETURN_IF_ERROR(device_.Record(staging_done_[slot]->get(), stream));
       }
-      slot_used = std::min(options_.staging_bytes, Align(slot_used + n, 256));
+      slot_used = std::min(options_.staging_bytes, base::AlignUp(slot_used + n, 256));
       at += n;
       done += n;
       if (progress && done - reported >= kReportBytes) {
@@ -166,9 +170,7 @@ absl::StatusOr<CudaUploader::Layouts> CudaUploader::Upload(const Model& host,
     absl::Status first;
     for (size_t k = 0; k < checking.size() && first.ok(); ++k) {
       if (flags_[2 * k] != 0 || flags_[2 * k + 1] != 0) {
-        first = absl::DataLossError(absl::StrCat("DF11 unit ", units[checking[k]]->path, " of ",
-                                                 host.directory(), ": ",
-                                                 CorruptCodes().message()));
+        first = unit_error(checking[k], CorruptCodes());
       }
     }
     checking.clear();
@@ -195,8 +197,7 @@ absl::StatusOr<CudaUploader::Layouts> CudaUploader::Upload(const Model& host,
     const codec::Df11Model::UnitEntry& entry = *units[u];
     std::vector<uint16_t> values(entry.unit->num_elements());
     if (absl::Status s = codec::UnitDecoder(*entry.unit).Decode(values, &tile_pool_); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("DF11 unit ", entry.path, " of ", host.directory(),
-                                                 ": ", s.message()));
+      return unit_error(u, s);
     }
     std::vector<codec::TiledMatrix> matrices;
     uint64_t element = 0, bytes = 0;
@@ -232,18 +233,13 @@ absl::StatusOr<CudaUploader::Layouts> CudaUploader::Upload(const Model& host,
     const codec::Df11Model::UnitEntry& entry = *units[u];
     absl::StatusOr<codec::LaneUnit> lane =
         codec::LaneUnit::FromDf11(codec::UnitDecoder(*entry.unit), &tile_pool_);
-    if (!lane.ok()) {
-      return absl::Status(lane.status().code(), absl::StrCat("DF11 unit ", entry.path, " of ",
-                                                             host.directory(), ": ",
-                                                             lane.status().message()));
-    }
+    if (!lane.ok()) return unit_error(u, lane.status());
     const uint64_t at = plan.layout.unit_offsets[u];
-    auto aligned = [](uint64_t b) { return (b + 15) / 16 * 16; };
     LaneImage image{.elements = lane->num_elements(), .segments = lane->num_segments()};
     image.words = at;
-    image.index = image.words + aligned(lane->words().size() * sizeof(uint32_t));
-    image.table = image.index + aligned(lane->segment_words().size() * sizeof(uint32_t));
-    image.sign_mantissa = image.table + aligned(lane->table().size() * sizeof(uint32_t));
+    image.index = image.words + base::AlignUp(lane->words().size() * sizeof(uint32_t), 16);
+    image.table = image.index + base::AlignUp(lane->segment_words().size() * sizeof(uint32_t), 16);
+    image.sign_mantissa = image.table + base::AlignUp(lane->table().size() * sizeof(uint32_t), 16);
     const uint64_t end = image.sign_mantissa + lane->sign_mantissa().size();
     if (end - at > plan.layout.unit_images[u].bytes) return false;
     DF11_RETURN_IF_ERROR(copy(lane->words().data(), lane->words().size() * 4, image.words));

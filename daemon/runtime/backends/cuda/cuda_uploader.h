@@ -46,6 +46,10 @@ class CudaUploader {
   struct Layouts {
     std::vector<std::vector<TiledTensor>> tiled;  // empty: not tiled
     std::vector<std::optional<LaneImage>> lanes;  // none: not lane-stream
+    // Whether unit u is one a short pass may multiply by without decoding it.
+    bool fused(size_t u) const {
+      return (u < tiled.size() && !tiled[u].empty()) || (u < lanes.size() && lanes[u].has_value());
+    }
   };
   // Units whose load-time checks are in flight before their flags are read (two launches each).
   static constexpr size_t kChecks = 32;

@@ -78,26 +78,25 @@ class GpuDevice {
                                         uint64_t src_pitch, uint64_t width, uint64_t rows,
                                         Stream stream) = 0;
 
-  // codec::gpu::DecodeUnits, BuildSegmentOffsets and CheckDecoded on this device
-  // (codec/gpu_decoder.h).
+  // codec::gpu::DecodeUnits and BuildSegmentOffsets on this device (codec/gpu_decoder.h). The
+  // caller reads the error flag (kDecodeErrorOffset) once the launch is done.
   virtual absl::Status DecodeUnits(std::span<const codec::gpu::UnitView> views, void* workspace,
                                    uint64_t workspace_bytes, Stream stream) = 0;
   virtual absl::Status BuildSegmentOffsets(std::span<const codec::gpu::UnitView> views,
                                            void* workspace, uint64_t workspace_bytes,
                                            Stream stream) = 0;
-  virtual absl::Status CheckDecoded(const void* workspace, Stream stream) = 0;
-  // The error flag's place in a decode launch's workspace (what CheckDecoded reads): a 32-bit
-  // word, not 0 when the launch found corrupt codes.
+  // The error flag's place in a decode launch's workspace: a 32-bit word, not 0 when the launch
+  // found corrupt codes.
   static constexpr uint64_t kDecodeErrorOffset = 0;
   // Device workspace one DecodeUnits call with `views` views needs.
   virtual uint64_t DecodeWorkspaceBytes(size_t views) const = 0;
-  // codec::gpu::DecodeTiled (codec/gpu_tiled.h): tiled matrices into BF16, checked by
-  // CheckDecoded; and the workspace a launch of `views` views needs.
+  // codec::gpu::DecodeTiled (codec/gpu_tiled.h): tiled matrices into BF16, with the same error
+  // flag; and the workspace a launch of `views` views needs.
   virtual absl::Status DecodeTiled(std::span<const codec::gpu::TiledDecodeView> views,
                                    void* workspace, uint64_t workspace_bytes, Stream stream) = 0;
   virtual uint64_t TiledWorkspaceBytes(size_t views) const = 0;
-  // codec::gpu::DecodeLanes (codec/gpu_lane.h): lane-stream units into BF16, checked by
-  // CheckDecoded; its workspace is the error flag (16 bytes).
+  // codec::gpu::DecodeLanes (codec/gpu_lane.h): lane-stream units into BF16, with the same
+  // error flag; its workspace is the flag (codec::gpu::LaneWorkspaceBytes()).
   virtual absl::Status DecodeLanes(std::span<const codec::gpu::LaneView> views, void* workspace,
                                    uint64_t workspace_bytes, Stream stream) = 0;
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/align.h"
 #include "codec/base/status_macros.h"
 #include "codec/format.h"
 #include "codec/gpu_decoder.h"
@@ -13,8 +14,6 @@ namespace df11::runtime {
 namespace {
 
 constexpr uint64_t kAlignment = codec::GpuUnitImage::kAlignment;
-
-uint64_t Align(uint64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
 uint64_t Elements(std::span<const int64_t> shape) {
   uint64_t n = 1;
@@ -103,7 +102,7 @@ GpuPlacementLayout LayOutGpuPlacement(std::span<const codec::UnitSizes> units,
   layout.unit_bytes = at;
   for (uint64_t bytes : plain) {
     layout.plain_offsets.push_back(at);
-    at += Align(bytes);
+    at += base::AlignUp(bytes, kAlignment);
   }
   const uint64_t total = std::max<uint64_t>(granule, (at + granule - 1) / granule * granule);
   layout.plain_bytes = total - layout.unit_bytes;

@@ -182,12 +182,6 @@ class CudaDevice final : public GpuDevice {
     return codec::gpu::BuildSegmentOffsets(views, workspace, workspace_bytes, stream);
   }
 
-  absl::Status CheckDecoded(const void* workspace, Stream stream) override {
-    ++host_syncs_;
-    DF11_CUDA_RETURN_IF_ERROR(cudaSetDevice(index_));
-    return codec::gpu::CheckDecoded(workspace, stream);
-  }
-
   uint64_t DecodeWorkspaceBytes(size_t views) const override {
     return codec::gpu::DecodeWorkspaceBytes(views);
   }

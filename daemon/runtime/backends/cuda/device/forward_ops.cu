@@ -546,6 +546,12 @@ class CudaForwardOps final : public ForwardOps {
   absl::StatusOr<BiasPlan*> BiasPlanFor(int64_t rows, int64_t in, int64_t out) {
     const auto key = std::make_tuple(rows, in, out);
     if (auto it = bias_plans_.find(key); it != bias_plans_.end()) return &it->second;
+    // Every prompt length is a shape of its own: past kMaxBiasPlans the plans are dropped and
+    // made again as passes need them, so the daemon's life does not grow the map.
+    if (bias_plans_.size() >= kMaxBiasPlans) {
+      for (auto& [shape, plan] : bias_plans_) plan.Destroy();
+      bias_plans_.clear();
+    }
     BiasPlan plan;
     absl::Status s = [&]() -> absl::Status {
       DF11_RETURN_IF_ERROR(
@@ -629,6 +635,7 @@ class CudaForwardOps final : public ForwardOps {
   const cublasHandle_t handle_;
   const cublasLtHandle_t lt_;
   const std::shared_ptr<std::atomic<uint64_t>> launches_;
+  static constexpr size_t kMaxBiasPlans = 256;
   absl::flat_hash_map<std::tuple<int64_t, int64_t, int64_t>, BiasPlan> bias_plans_;
   void* tiled_workspace_ = nullptr;
   void* cublas_workspace_ = nullptr;
