@@ -36,7 +36,7 @@ void HubFetch::Join() {
 void HubFetch::RunFetch(std::vector<hub::SnapshotFile> files) {
   Join();
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     running_ = true;
   }
   thread_ = std::thread([this, files = std::move(files)] {
@@ -44,30 +44,28 @@ void HubFetch::RunFetch(std::vector<hub::SnapshotFile> files) {
         downloader_.Fetch(snapshot_, files,
                           {.progress =
                                [this](const std::string& path, uint64_t bytes, uint64_t size) {
-                                 std::lock_guard lock(mu_);
+                                 absl::MutexLock lock(&mu_);
                                  FileProgress& f = files_[path];
                                  f.downloaded = bytes;
                                  f.size = size;
                                },
                            .file_ready =
                                [this](const std::string& path) {
-                                 std::lock_guard lock(mu_);
+                                 absl::MutexLock lock(&mu_);
                                  if (IsWeightFile(path)) ready_.push_back(path);
-                                 changed_.notify_all();
                                },
                            .source =
                                [this](const std::string& path, const std::string& source) {
-                                 std::lock_guard lock(mu_);
+                                 absl::MutexLock lock(&mu_);
                                  files_[path].source = source;
                                },
                            .received =
                                [this](const char* kind, uint64_t bytes) {
                                  if (metrics_ != nullptr) metrics_->FilesReceived(kind, bytes);
                                }});
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     running_ = false;
     if (!status.ok() && error_.ok()) error_ = std::move(status);
-    changed_.notify_all();
   });
 }
 
@@ -75,29 +73,34 @@ absl::Status HubFetch::Prepare(const hub::ModelSource& source,
                                const std::function<bool()>& keep_going) {
   DF11_ASSIGN_OR_RETURN(snapshot_, downloader_.Resolve(source, kModelFiles));
   std::vector<hub::SnapshotFile> small;
-  for (const hub::SnapshotFile& f : snapshot_.files) {
-    if (f.path.find('/') != std::string::npos) continue;
-    files_[f.path] = FileProgress{
-        .path = f.path, .size = f.size, .downloaded = 0, .placed = 0, .source = "cache"};
-    (IsWeightFile(f.path) ? weights_ : small).push_back(f);
+  {
+    absl::MutexLock lock(&mu_);
+    for (const hub::SnapshotFile& f : snapshot_.files) {
+      if (f.path.find('/') != std::string::npos) continue;
+      files_[f.path] = FileProgress{
+          .path = f.path, .size = f.size, .downloaded = 0, .placed = 0, .source = "cache"};
+      (IsWeightFile(f.path) ? weights_ : small).push_back(f);
+    }
   }
   if (weights_.empty()) {
     return absl::NotFoundError(absl::StrCat(source.repo_id, "@", source.revision, " (commit ",
                                             snapshot_.commit, ") has no .safetensors files"));
   }
   RunFetch(std::move(small));
-  std::unique_lock lock(mu_);
-  while (running_) {
-    changed_.wait_for(lock, std::chrono::milliseconds(100));
-    if (running_ && !keep_going()) {
-      lock.unlock();
+  auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !running_; };
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&finished), absl::Milliseconds(100))) break;
+    }
+    if (!keep_going()) {  // without the lock: it may report progress
       Cancel();
       Join();
       return absl::CancelledError("load cancelled");
     }
   }
-  lock.unlock();
   Join();
+  absl::MutexLock lock(&mu_);
   return error_;
 }
 
@@ -121,9 +124,10 @@ uint64_t HubFetch::weight_bytes() const {
 void HubFetch::Start() { RunFetch(weights_); }
 
 absl::StatusOr<std::optional<std::string>> HubFetch::NextReady(std::chrono::milliseconds wait) {
-  std::unique_lock lock(mu_);
-  if (ready_.empty() && error_.ok() && handed_out_ < weights_.size()) {
-    changed_.wait_for(lock, wait, [this] { return !ready_.empty() || !error_.ok(); });
+  absl::MutexLock lock(&mu_);
+  if (handed_out_ < weights_.size()) {
+    mu_.AwaitWithTimeout(absl::Condition(this, &HubFetch::ReadyOrFailed),
+                         absl::FromChrono(wait));
   }
   if (!error_.ok()) return error_;
   if (!ready_.empty()) {
@@ -136,13 +140,15 @@ absl::StatusOr<std::optional<std::string>> HubFetch::NextReady(std::chrono::mill
   return std::optional<std::string>("");
 }
 
+bool HubFetch::ReadyOrFailed() const { return !ready_.empty() || !error_.ok(); }
+
 void HubFetch::SetPlaced(const std::string& path, uint64_t bytes) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   files_[path].placed = bytes;
 }
 
 std::vector<FileProgress> HubFetch::Files() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<FileProgress> files;
   for (const auto& [path, f] : files_) {
     files.push_back(f);
@@ -152,7 +158,7 @@ std::vector<FileProgress> HubFetch::Files() const {
 }
 
 bool HubFetch::downloading() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return running_;
 }
 

@@ -12,20 +12,20 @@
 #define DF11_DAEMON_REGISTRY_HUB_FETCH_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/hub/cache.h"
 #include "daemon/hub/settings.h"
 #include "daemon/hub/snapshot_download.h"
@@ -56,7 +56,8 @@ class HubFetch {
 
   // Resolves `source` and makes every file the model needs except its weights complete in the
   // cache. `keep_going` is asked every 100 ms; false cancels (kCancelled). Errors: the hub's.
-  absl::Status Prepare(const hub::ModelSource& source, const std::function<bool()>& keep_going);
+  absl::Status Prepare(const hub::ModelSource& source, const std::function<bool()>& keep_going)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& directory() const { return snapshot_.directory; }
   const std::string& commit() const { return snapshot_.commit; }
@@ -70,17 +71,19 @@ class HubFetch {
   void Start();
   // The next weight file that is complete in the snapshot, waiting up to `wait`: "" when none
   // became ready, nullopt when all have been handed out. The download's error once it failed.
-  absl::StatusOr<std::optional<std::string>> NextReady(std::chrono::milliseconds wait);
+  absl::StatusOr<std::optional<std::string>> NextReady(std::chrono::milliseconds wait)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Records that `bytes` of `path` are placed.
-  void SetPlaced(const std::string& path, uint64_t bytes);
-  std::vector<FileProgress> Files() const;
+  void SetPlaced(const std::string& path, uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<FileProgress> Files() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t weight_bytes() const;
-  bool downloading() const;
+  bool downloading() const ABSL_LOCKS_EXCLUDED(mu_);
   void Cancel() { downloader_.Cancel(); }
 
  private:
   // Fetches `files` on the background thread.
-  void RunFetch(std::vector<hub::SnapshotFile> files);
+  void RunFetch(std::vector<hub::SnapshotFile> files) ABSL_LOCKS_EXCLUDED(mu_);
+  bool ReadyOrFailed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Join();
 
   metrics::Metrics* const metrics_;
@@ -88,13 +91,13 @@ class HubFetch {
   hub::Snapshot snapshot_;
   std::vector<hub::SnapshotFile> weights_;
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  std::map<std::string, FileProgress> files_;
-  std::deque<std::string> ready_;  // weight files complete and not yet handed out
-  size_t handed_out_ = 0;
-  bool running_ = false;
-  absl::Status error_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, FileProgress> files_ ABSL_GUARDED_BY(mu_);
+  // Weight files complete and not yet handed out.
+  std::deque<std::string> ready_ ABSL_GUARDED_BY(mu_);
+  size_t handed_out_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

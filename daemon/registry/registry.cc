@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "codec/base/status_macros.h"
@@ -29,7 +30,7 @@ int64_t NowUnixMs() {
 constexpr uint64_t kReportBytes = 16 << 20;
 
 // How often a waiting load asks its caller whether it was cancelled.
-constexpr auto kCancelPoll = std::chrono::milliseconds(200);
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(200);
 
 // Names are used in requests, metrics labels and tables: printable ASCII without spaces.
 absl::Status ValidateName(const std::string& name) {
@@ -129,7 +130,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   const ModelKey key{.owner = request.owner, .name = name};
   {
     // Before anything is fetched: a model the owner has no room to count.
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!entries_.contains(key)) DF11_RETURN_IF_ERROR(CheckOwnerLimitsLocked(request, name, 0));
   }
   std::string directory = source.directory, revision;
@@ -146,7 +147,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
       fetch != nullptr ? fetch->Estimate() : runtime::EstimateModel(directory);
   if (!estimated.ok()) {
     // Listed as FAILED with the reason, as a load that fails later is.
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     // Kept only within the owner's max_models: FAILED entries count as models.
     if (!entries_.contains(key) && CheckOwnerLimitsLocked(request, name, 0).ok()) {
       Entry& e = entries_[key];
@@ -161,8 +162,14 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   }
   const runtime::PlacementEstimate estimate = backend_.EstimatePlacement(*estimated);
 
+  const std::function<bool()> stop = [&] {
+    return cancelled(LoadProgress::Phase::kResolving, 0, 0);
+  };
+  Dropped evicted;
+  // Declared before the lock, so that the evicted models are destroyed after it on every path.
+  absl::Cleanup release_evicted = [&] { Release(&evicted); };
   {
-    std::unique_lock lock(mu_);
+    absl::MutexLock lock(&mu_);
     // An entry of this name: return it when READY, wait for it while LOADING or UNLOADING (then
     // load it again), replace it if FAILED.
     for (auto it = entries_.find(key); it != entries_.end(); it = entries_.find(key)) {
@@ -176,15 +183,10 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
             absl::StrCat("name: \"", name, "\" already serves ", e.source));
       }
       if (e.state == ModelState::kReady) return InfoLocked(e);
-      changed_.wait_for(lock, kCancelPoll);
-      lock.unlock();
-      if (cancelled(LoadProgress::Phase::kResolving, 0, 0)) {
-        return absl::CancelledError("load cancelled");
-      }
-      lock.lock();
+      if (WaitOrCancelLocked(stop)) return absl::CancelledError("load cancelled");
     }
     DF11_RETURN_IF_ERROR(CheckOwnerLimitsLocked(request, name, estimate.total()));
-    DF11_RETURN_IF_ERROR(MakeRoomLocked(estimate.total(), key));
+    DF11_RETURN_IF_ERROR(MakeRoomLocked(estimate.total(), key, &evicted));
     Entry& e = entries_[key];
     e.owner = key.owner;
     e.name = name;
@@ -192,6 +194,8 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     e.state = ModelState::kLoading;
     e.reserved_units = estimate.unit_bytes + estimate.shared_growth_bytes;
     e.reserved_plain = estimate.plain_bytes;
+    evicted.room_for = key;
+    e.reserved_held_by_evicted = std::min(evicted.bytes, estimate.total());
     e.architecture = estimated->config.architecture_name;
     e.df11 = estimated->df11;
     e.context_length = estimated->config.max_position_embeddings;
@@ -199,26 +203,24 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     e.keep_alive_seconds = request.keep_alive_seconds.value_or(options_.default_keep_alive_seconds);
     // A bounded number of loads read files at once; the others wait here, reserved.
     while (loads_running_ >= options_.max_concurrent_loads) {
-      changed_.wait_for(lock, kCancelPoll);
-      lock.unlock();
-      const bool stop = cancelled(LoadProgress::Phase::kResolving, 0, 0);
-      lock.lock();
-      if (stop) {
+      if (WaitOrCancelLocked(stop)) {
         entries_.erase(key);
-        changed_.notify_all();
+        changed_.SignalAll();
         return absl::CancelledError("load cancelled");
       }
     }
     ++loads_running_;
   }
+  // The evicted models' memory is free before this model's files are placed.
+  std::move(release_evicted).Invoke();
 
   absl::StatusOr<std::shared_ptr<ResidentModel>> loaded =
       LoadFiles(request, directory, revision, fetch.get(), progress);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::unique_lock lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   --loads_running_;
-  changed_.notify_all();
+  changed_.SignalAll();
   Entry& e = entries_[key];
   if (!loaded.ok()) {
     if (absl::IsCancelled(loaded.status())) {
@@ -242,7 +244,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   e.reserved_units = e.reserved_plain = 0;
   if (metrics_ != nullptr) metrics_->ModelLoad("ok", seconds);
   ModelInfo info = InfoLocked(e);
-  lock.unlock();
+  lock.Release();
   progress(LoadProgress{LoadProgress::Phase::kDone, 0, 0, {}});
   return info;
 }
@@ -335,7 +337,7 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
 }
 
 absl::StatusOr<ModelHandle> Registry::Acquire(const ModelKey& key) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("model \"", key.name, "\" is not loaded"));
@@ -351,7 +353,9 @@ absl::StatusOr<ModelHandle> Registry::Acquire(const ModelKey& key) {
 
 void Registry::MarkFailed(const ModelKey& key, const ResidentModel& model,
                           const absl::Status& why) {
-  std::lock_guard lock(mu_);
+  Dropped failed;
+  absl::Cleanup release_failed = [&] { Release(&failed); };
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end() || it->second.state != ModelState::kReady ||
       it->second.model.get() != &model) {
@@ -360,14 +364,43 @@ void Registry::MarkFailed(const ModelKey& key, const ResidentModel& model,
   Entry& e = it->second;
   e.state = ModelState::kFailed;
   e.failure_reason = std::string(why.message());
-  e.model.reset();
+  DropLocked(std::move(e.model), &failed);
   audit::Record({.event = "model_failed",
                  .tenant = key.owner,
                  .source = e.source,
                  .model = key.name,
                  .outcome = why,
                  .message = e.failure_reason});
-  changed_.notify_all();
+  changed_.SignalAll();
+}
+
+void Registry::DropLocked(std::shared_ptr<ResidentModel> model, Dropped* dropped) {
+  const uint64_t bytes = model->model->resident_bytes();
+  dropped->bytes += bytes;
+  dropped_bytes_ += bytes;
+  dropped->models.push_back(std::move(model));
+}
+
+void Registry::Release(Dropped* dropped) {
+  if (dropped->models.empty()) return;
+  dropped->models.clear();  // the registry held the last reference
+  absl::MutexLock lock(&mu_);
+  dropped_bytes_ -= dropped->bytes;
+  dropped->bytes = 0;
+  if (dropped->room_for) {
+    if (auto it = entries_.find(*dropped->room_for); it != entries_.end()) {
+      it->second.reserved_held_by_evicted = 0;
+    }
+  }
+  changed_.SignalAll();
+}
+
+bool Registry::WaitOrCancelLocked(const std::function<bool()>& cancelled) {
+  changed_.WaitWithTimeout(&mu_, kCancelPoll);
+  mu_.Unlock();
+  const bool stop = cancelled();
+  mu_.Lock();
+  return stop;
 }
 
 ModelHandle Registry::NewHandle(const std::shared_ptr<ResidentModel>& model) const {
@@ -380,7 +413,7 @@ ModelHandle Registry::NewHandle(const std::shared_ptr<ResidentModel>& model) con
 }
 
 absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(const ModelKey& key) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("model \"", key.name, "\" is not loaded"));
@@ -390,7 +423,7 @@ absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(const
   switch (e.state) {
     case ModelState::kFailed:
       entries_.erase(it);
-      changed_.notify_all();
+      changed_.SignalAll();
       return std::shared_ptr<const ResidentModel>();
     case ModelState::kLoading:
       return absl::FailedPreconditionError(absl::StrCat(
@@ -402,31 +435,31 @@ absl::StatusOr<std::shared_ptr<const ResidentModel>> Registry::BeginUnload(const
       break;
   }
   e.state = ModelState::kUnloading;
-  changed_.notify_all();
+  changed_.SignalAll();
   return std::shared_ptr<const ResidentModel>(e.model);
 }
 
 UnloadResult Registry::FinishUnload(const ModelKey& key) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   UnloadResult result;
   auto it = entries_.find(key);
   if (it == entries_.end()) return result;
   result.model = InfoLocked(it->second);
   result.bytes_freed = result.model.bytes.df11_units + result.model.bytes.passthrough;
   entries_.erase(it);
-  changed_.notify_all();
+  changed_.SignalAll();
   return result;
 }
 
 std::vector<ModelInfo> Registry::List() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<ModelInfo> out;
   for (const auto& [key, e] : entries_) out.push_back(InfoLocked(e));
   return out;
 }
 
 absl::StatusOr<ModelInfo> Registry::Get(const ModelKey& key) const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     return absl::NotFoundError(absl::StrCat("model \"", key.name, "\" is not loaded"));
@@ -435,31 +468,41 @@ absl::StatusOr<ModelInfo> Registry::Get(const ModelKey& key) const {
 }
 
 bool Registry::Contains(const ModelKey& key) const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return entries_.contains(key);
 }
 
 DeviceMemory Registry::Memory() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   return MemoryLocked();
 }
 
 absl::Status Registry::PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Status()> create) {
   if (backend_.Memory().kv_pool > 0) return create();  // the pool is already in the budget
-  std::lock_guard lock(mu_);
-  const DeviceMemory m = MemoryLocked();
-  if (bytes > m.free()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a KV cache of ", bytes, " bytes does not fit on ", device_name_, ": ", m.free(),
-        " bytes free of the budget of ", m.budget, " (weights ", m.weights, ", scratch ", m.scratch,
-        ", KV cache ", m.kv_cache, ", workspace ", m.workspace, ")"));
+  {
+    absl::MutexLock lock(&mu_);
+    const DeviceMemory m = MemoryLocked();
+    if (const uint64_t available = AvailableLocked(m); bytes > available) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a KV cache of ", bytes, " bytes does not fit on ", device_name_, ": ", available,
+          " bytes free of the budget of ", m.budget, " (weights ", m.weights, ", scratch ",
+          m.scratch, ", KV cache ", m.kv_cache + kv_placing_bytes_, ", workspace ", m.workspace,
+          ")"));
+    }
+    kv_placing_bytes_ += bytes;
   }
-  return create();
+  // Allocating (and clearing) a whole cache takes long: not under the lock.
+  absl::Status status = create();
+  absl::MutexLock lock(&mu_);
+  kv_placing_bytes_ -= bytes;
+  return status;
 }
 
-absl::Status Registry::MakeRoomLocked(uint64_t bytes, const ModelKey& for_model) {
+absl::Status Registry::MakeRoomLocked(uint64_t bytes, const ModelKey& for_model,
+                                      Dropped* evicted) {
   const DeviceMemory m = MemoryLocked();
-  if (bytes <= m.free()) return absl::OkStatus();
+  const uint64_t available = AvailableLocked(m);
+  if (bytes <= available) return absl::OkStatus();
   // Fair share: the budget divided by the tenants holding bytes, the loading one included.
   std::map<std::string, uint64_t> held;  // by tenant
   for (const auto& [key, e] : entries_) {
@@ -472,7 +515,7 @@ absl::Status Registry::MakeRoomLocked(uint64_t bytes, const ModelKey& for_model)
   std::vector<ModelKey> victims;
   uint64_t freed = 0, kept_bytes = 0;
   for (const ModelKey& key : EvictableLocked()) {
-    if (m.free() + freed >= bytes) break;
+    if (available + freed >= bytes) break;
     const uint64_t size = entries_.at(key).model->model->resident_bytes();
     const bool other_tenant = key.owner != config::kSharedTenant && key.owner != for_model.owner;
     if (other_tenant) {
@@ -485,16 +528,18 @@ absl::Status Registry::MakeRoomLocked(uint64_t bytes, const ModelKey& for_model)
     victims.push_back(key);
     freed += size;
   }
-  if (m.free() + freed >= bytes) {
+  if (available + freed >= bytes) {
     for (const ModelKey& key : victims) {
-      entries_.erase(key);
+      auto it = entries_.find(key);
+      DropLocked(std::move(it->second.model), evicted);
+      entries_.erase(it);
       if (metrics_ != nullptr) metrics_->ModelEvicted(key.owner, key.name);
       audit::Record({.event = "eviction",
                      .tenant = key.owner,
                      .model = key.name,
                      .message = absl::StrCat("room for ", DescribeModel(for_model))});
     }
-    changed_.notify_all();
+    changed_.SignalAll();
     return absl::OkStatus();
   }
   // The message goes to the loading owner: other tenants' models are bytes, never names.
@@ -514,7 +559,7 @@ absl::Status Registry::MakeRoomLocked(uint64_t bytes, const ModelKey& for_model)
   }
   return absl::ResourceExhaustedError(
       absl::StrCat("model ", for_model.name, " needs ", bytes, " bytes on ", device_name_, "; ",
-                   m.free(), " are free of the budget of ", m.budget, " (weights ", m.weights,
+                   available, " are free of the budget of ", m.budget, " (weights ", m.weights,
                    ", scratch ", m.scratch, ", KV cache ", m.kv_cache, ", workspace ", m.workspace,
                    ") and ", freed, " more are evictable for it under eviction policy ",
                    options_.eviction == config::Eviction::kLru ? "lru" : "none",
@@ -538,14 +583,14 @@ std::vector<ModelKey> Registry::EvictableLocked() const {
 }
 
 uint64_t Registry::EntryBytesLocked(const Entry& e) const {
-  return e.reserved_units + e.reserved_plain +
+  return e.reserved_units + e.reserved_plain - e.reserved_held_by_evicted +
          (e.model != nullptr ? e.model->model->resident_bytes() : 0);
 }
 
 uint64_t Registry::WeightsLocked() const {
   uint64_t bytes = 0;
   for (const auto& [key, e] : entries_) bytes += EntryBytesLocked(e);
-  return bytes;
+  return bytes + dropped_bytes_;
 }
 
 uint64_t Registry::OwnerBytesLocked(const std::string& owner) const {
@@ -596,11 +641,15 @@ DeviceMemory Registry::MemoryLocked() const {
   m.workspace = b.workspace;
   m.kv_cache = b.kv_cache;
   m.kv_pool_free = b.kv_pool_free;
-  m.placeable = m.free();
+  m.placeable = AvailableLocked(m);
   for (const ModelKey& key : EvictableLocked()) {
     m.placeable += entries_.at(key).model->model->resident_bytes();
   }
   return m;
+}
+
+uint64_t Registry::AvailableLocked(const DeviceMemory& m) const {
+  return m.free() - std::min(m.free(), kv_placing_bytes_);
 }
 
 ModelInfo Registry::InfoLocked(const Entry& e) const {

@@ -19,19 +19,19 @@
 #define DF11_DAEMON_REGISTRY_REGISTRY_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/config/config.h"
 #include "daemon/config/tokens.h"
 #include "daemon/hub/settings.h"
@@ -198,36 +198,41 @@ class Registry {
   // kUnauthenticated, kPermissionDenied, kUnavailable, kDataLoss); a failed load stays listed as
   // FAILED with the reason until reloaded or unloaded. The owner's limits give kResourceExhausted
   // marked by config::QuotaExceededError.
-  absl::StatusOr<ModelInfo> Load(const LoadRequest& request, const LoadProgressFn& progress);
+  absl::StatusOr<ModelInfo> Load(const LoadRequest& request, const LoadProgressFn& progress)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // A handle on READY model `key`. kNotFound for an unknown model, kFailedPrecondition for a
   // model that is not READY (naming its state).
-  absl::StatusOr<ModelHandle> Acquire(const ModelKey& key);
+  absl::StatusOr<ModelHandle> Acquire(const ModelKey& key) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Model `key`, READY as `model`, can no longer be served (its files were modified in place):
   // it becomes FAILED with `why` as its reason and its memory is released to the budget (requests
   // still running on it keep it alive until they end). A later Load of the name replaces it.
   // Nothing happens when `key` is not that model any more.
-  void MarkFailed(const ModelKey& key, const ResidentModel& model, const absl::Status& why);
+  void MarkFailed(const ModelKey& key, const ResidentModel& model, const absl::Status& why)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Starts unloading: new Acquire calls fail from now on. Returns the model (so the caller can
   // drain its requests) and its state. kNotFound for an unknown name. A FAILED model has no
   // resident part (nullptr) and is removed at once.
-  absl::StatusOr<std::shared_ptr<const ResidentModel>> BeginUnload(const ModelKey& key);
+  absl::StatusOr<std::shared_ptr<const ResidentModel>> BeginUnload(const ModelKey& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Removes a model that BeginUnload started on; its memory is returned once the caller drops the
   // pointer BeginUnload gave (the registry keeps no other reference).
-  UnloadResult FinishUnload(const ModelKey& key);
+  UnloadResult FinishUnload(const ModelKey& key) ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::vector<ModelInfo> List() const;
-  absl::StatusOr<ModelInfo> Get(const ModelKey& key) const;
+  std::vector<ModelInfo> List() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<ModelInfo> Get(const ModelKey& key) const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the registry has an entry for `key`, in any state (cheaper than Get: no snapshot).
-  bool Contains(const ModelKey& key) const;
-  DeviceMemory Memory() const;
+  bool Contains(const ModelKey& key) const ABSL_LOCKS_EXCLUDED(mu_);
+  DeviceMemory Memory() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs `create` (which allocates `bytes` of KV cache on the backend) if the budget has room
   // for them; kResourceExhausted with the numbers otherwise. A backend with a KV pool checks the
-  // pool in `create` instead. Models are not evicted for KV.
-  absl::Status PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Status()> create);
+  // pool in `create` instead. Models are not evicted for KV. `create` runs without the registry's
+  // lock, the bytes held against the budget meanwhile.
+  absl::Status PlaceKvCache(uint64_t bytes, absl::FunctionRef<absl::Status()> create)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string& device_name() const { return device_name_; }
 
@@ -239,6 +244,8 @@ class Registry {
     // LOADING: the placement estimate by kind, held against the budget until the model is
     // resident (the shared growth with the units).
     uint64_t reserved_units = 0, reserved_plain = 0;
+    // The part of the reservation that models evicted for it still hold (Dropped::room_for).
+    uint64_t reserved_held_by_evicted = 0;
     std::shared_ptr<ResidentModel> model;  // READY, UNLOADING
     std::string architecture;
     bool df11 = false;
@@ -247,30 +254,51 @@ class Registry {
     double keep_alive_seconds = 0;
   };
 
+  // Models taken out of the registry under its lock and destroyed after it is released (freeing
+  // memory can take long); their bytes stay counted as weights until they are gone. Models evicted
+  // for a load are counted inside that load's reservation instead (`room_for`), so that the
+  // accounts never show both.
+  struct Dropped {
+    std::vector<std::shared_ptr<ResidentModel>> models;
+    uint64_t bytes = 0;
+    std::optional<ModelKey> room_for;
+  };
+  void DropLocked(std::shared_ptr<ResidentModel> model, Dropped* dropped)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Release(Dropped* dropped) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits up to a poll period for a change, then asks `cancelled` without the lock; true when
+  // cancelled.
+  bool WaitOrCancelLocked(const std::function<bool()>& cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // The steps of Load after its entry exists; the entry's state is set by Load.
   // `fetch` is the hub download still delivering the weight files, or null for a directory.
   absl::StatusOr<std::shared_ptr<ResidentModel>> LoadFiles(const LoadRequest& request,
                                                            const std::string& directory,
                                                            const std::string& revision,
                                                            HubFetch* fetch,
-                                                           const LoadProgressFn& progress);
+                                                           const LoadProgressFn& progress)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Makes room for `bytes` by evicting per policy, or kResourceExhausted with the numbers (naming
   // only the models of the loading owner and shared ones). Fair share: a load for one tenant
   // evicts another tenant's model only if that tenant keeps at least its fair share after it, the
   // budget divided by the number of tenants holding bytes (the loading one included); shared
   // models are evictable for anyone, a tenant's own for itself.
-  absl::Status MakeRoomLocked(uint64_t bytes, const ModelKey& for_model);
+  absl::Status MakeRoomLocked(uint64_t bytes, const ModelKey& for_model, Dropped* evicted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Idle READY models that the policy allows to evict, least recently used first.
-  std::vector<ModelKey> EvictableLocked() const;
+  std::vector<ModelKey> EvictableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // kResourceExhausted (a quota) when a new model of `request.owner` taking `bytes` would exceed
   // its limits.
   absl::Status CheckOwnerLimitsLocked(const LoadRequest& request, const std::string& name,
-                                      uint64_t bytes) const;
-  uint64_t OwnerBytesLocked(const std::string& owner) const;
-  uint64_t EntryBytesLocked(const Entry& e) const;
-  uint64_t WeightsLocked() const;
-  ModelInfo InfoLocked(const Entry& entry) const;
-  DeviceMemory MemoryLocked() const;
+                                      uint64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t OwnerBytesLocked(const std::string& owner) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t EntryBytesLocked(const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t WeightsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ModelInfo InfoLocked(const Entry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  DeviceMemory MemoryLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a new load or KV cache may take: the free bytes less the KV caches being created.
+  uint64_t AvailableLocked(const DeviceMemory& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ModelHandle NewHandle(const std::shared_ptr<ResidentModel>& model) const;
 
   const Options options_;
@@ -278,10 +306,13 @@ class Registry {
   runtime::Backend& backend_;
   metrics::Metrics* const metrics_;
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // an entry changed state, or a load slot freed
-  std::map<ModelKey, Entry> entries_;
-  int64_t loads_running_ = 0;
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // an entry changed state, or a load slot freed
+  std::map<ModelKey, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  int64_t loads_running_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t dropped_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // models dropped, not yet destroyed
+  // KV caches being created: not yet in the backend's figures, but not free for anything else.
+  uint64_t kv_placing_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 const char* ModelStateName(ModelState state);  // "LOADING", "READY", ...

@@ -25,11 +25,11 @@ std::string Outcome(const absl::Status& status) {
 Job::Job(registry::ModelHandle model, runtime::GenerationRequest request)
     : model_(std::move(model)), request_(std::move(request)) {}
 
+bool Job::HasUpdate() const { return !pending_.empty() || (done_ && !delivered_done_); }
+
 bool Job::Next(Update* update, absl::Duration timeout) {
-  std::unique_lock lock(mu_);
-  cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-               [&] { return !pending_.empty() || (done_ && !delivered_done_); });
-  if (pending_.empty() && !(done_ && !delivered_done_)) return false;
+  absl::MutexLock lock(&mu_);
+  if (!mu_.AwaitWithTimeout(absl::Condition(this, &Job::HasUpdate), timeout)) return false;
   update->tokens = std::move(pending_);
   pending_.clear();
   update->done = done_;
@@ -53,27 +53,26 @@ bool Job::Next(Update* update, absl::Duration timeout) {
 }
 
 void Job::Cancel(absl::Status why) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (cancel_.ok()) cancel_ = std::move(why);
 }
 
 bool Job::cancelled(absl::Status* why) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   *why = cancel_;
   return !cancel_.ok();
 }
 
 void Job::Publish(const runtime::GeneratedToken& token) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   pending_.push_back(token);
-  cv_.notify_all();
 }
 
-void Job::Finish(absl::Status status) {
-  std::lock_guard lock(mu_);
+void Job::Finish(absl::Status status, runtime::GenerationResult result) {
+  absl::MutexLock lock(&mu_);
   done_ = true;
   status_ = std::move(status);
-  cv_.notify_all();
+  result_ = std::move(result);
 }
 
 Scheduler::Scheduler(const Options& options, runtime::Backend& backend,
@@ -86,9 +85,9 @@ Scheduler::Scheduler(const Options& options, runtime::Backend& backend,
 
 Scheduler::~Scheduler() {
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
-    work_.notify_all();
+    work_.SignalAll();
   }
   thread_.join();
   for (auto& [model, work] : work_by_model_) {
@@ -104,7 +103,7 @@ Scheduler::~Scheduler() {
 
 absl::StatusOr<std::shared_ptr<Job>> Scheduler::Submit(registry::ModelHandle model,
                                                        runtime::GenerationRequest request) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (stop_) return absl::UnavailableError("the daemon is shutting down");
   const registry::ResidentModel* key = model.get();
   auto [it, inserted] = work_by_model_.try_emplace(key);
@@ -118,15 +117,16 @@ absl::StatusOr<std::shared_ptr<Job>> Scheduler::Submit(registry::ModelHandle mod
   it->second.queued.push_back(job);
   ++job->model_->queued_requests;
   ++queued_;
-  work_.notify_one();
+  work_.Signal();
   return job;
 }
 
 int Scheduler::Drain(const registry::ResidentModel* model, absl::Duration drain, bool cancel_now) {
-  std::unique_lock lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!cancel_now) {
-    ended_.wait_for(lock, absl::ToChronoNanoseconds(drain),
-                    [&] { return !work_by_model_.contains(model); });
+    const absl::Time deadline = absl::Now() + drain;
+    while (work_by_model_.contains(model) && !ended_.WaitWithDeadline(&mu_, deadline)) {
+    }
   }
   int cancelled = 0;
   if (auto it = work_by_model_.find(model); it != work_by_model_.end()) {
@@ -141,7 +141,7 @@ int Scheduler::Drain(const registry::ResidentModel* model, absl::Duration drain,
       ++cancelled;
     }
     // The loop ends them at the model's next turn.
-    ended_.wait(lock, [&] { return !work_by_model_.contains(model); });
+    while (work_by_model_.contains(model)) ended_.Wait(&mu_);
   }
   return cancelled;
 }
@@ -152,8 +152,8 @@ void Scheduler::Loop() {
     ModelWork* work = nullptr;
     std::vector<std::shared_ptr<Job>> admitted;
     {
-      std::unique_lock lock(mu_);
-      work_.wait(lock, [&] { return stop_ || !order_.empty(); });
+      absl::MutexLock lock(&mu_);
+      while (!stop_ && order_.empty()) work_.Wait(&mu_);
       if (stop_) return;
       model = order_.front();
       order_.pop_front();
@@ -185,10 +185,10 @@ void Scheduler::Loop() {
     }
     last_model_ = model;
     Turn(*work, std::move(admitted));
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (work->queued.empty() && work->running.empty()) {
       work_by_model_.erase(model);
-      ended_.notify_all();
+      ended_.SignalAll();
     } else {
       order_.push_back(model);
     }
@@ -261,7 +261,7 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
     }
   }
 
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::erase_if(work.running, [&](const std::shared_ptr<Job>& job) {
     return std::find(ended.begin(), ended.end(), job) != ended.end();
   });
@@ -305,25 +305,26 @@ void Scheduler::EndJob(Job& job, absl::Status status) {
           absl::StrCat("the model's files changed while the request ran: ", files.message()));
     }
   }
+  runtime::GenerationResult result;
   if (job.sequence_ != nullptr) {
-    job.result_ = job.sequence_->TakeResult();
+    result = job.sequence_->TakeResult();
     job.sequence_.reset();  // frees the KV cache
     m.kv_bytes_in_use -= job.kv_bytes_;
     --m.running_requests;
     --running_;
   }
   ++m.requests_served;
-  m.tokens_generated += job.result_.token_ids.size();
+  m.tokens_generated += result.token_ids.size();
   if (metrics_ != nullptr) {
     metrics_->RequestFinished(m.owner, m.name, Outcome(status));
-    metrics_->TokensGenerated(m.owner, m.name, job.result_.token_ids.size());
-    if (!job.result_.token_ids.empty()) {
+    metrics_->TokensGenerated(m.owner, m.name, result.token_ids.size());
+    if (!result.token_ids.empty()) {
       metrics_->TimeToFirstToken(m.owner, m.name, Seconds(job.arrived_, job.first_token_));
     }
   }
-  job.Finish(std::move(status));
-  std::lock_guard lock(mu_);
-  ended_.notify_all();
+  job.Finish(std::move(status), std::move(result));
+  absl::MutexLock lock(&mu_);
+  ended_.SignalAll();
 }
 
 }  // namespace df11::scheduler

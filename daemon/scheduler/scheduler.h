@@ -19,19 +19,19 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/metrics/metrics.h"
 #include "daemon/registry/registry.h"
@@ -65,34 +65,36 @@ class Job {
   Job(registry::ModelHandle model, runtime::GenerationRequest request);
 
   // Waits up to `timeout` for new tokens or the end; false when nothing happened in that time.
-  bool Next(Update* update, absl::Duration timeout);
+  bool Next(Update* update, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the request: it ends with `why` (kCancelled) before its next step.
-  void Cancel(absl::Status why);
+  void Cancel(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
 
   const registry::ResidentModel& model() const { return *model_; }
 
  private:
   friend class Scheduler;
   // Engine side.
-  void Publish(const runtime::GeneratedToken& token);
-  void Finish(absl::Status status);
-  bool cancelled(absl::Status* why);
+  void Publish(const runtime::GeneratedToken& token) ABSL_LOCKS_EXCLUDED(mu_);
+  void Finish(absl::Status status, runtime::GenerationResult result) ABSL_LOCKS_EXCLUDED(mu_);
+  bool cancelled(absl::Status* why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether Next has something to deliver.
+  bool HasUpdate() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const registry::ModelHandle model_;
-  runtime::GenerationRequest request_;
   const std::chrono::steady_clock::time_point arrived_ = std::chrono::steady_clock::now();
+  // Engine thread only; Next reads the times after Finish, which orders them before it.
+  runtime::GenerationRequest request_;
   std::chrono::steady_clock::time_point first_pass_, first_token_, last_token_;
-  std::unique_ptr<runtime::Sequence> sequence_;  // from its first turn on (engine only)
+  std::unique_ptr<runtime::Sequence> sequence_;  // from its first turn on
   uint64_t kv_bytes_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<runtime::GeneratedToken> pending_;
-  bool done_ = false;
-  bool delivered_done_ = false;
-  absl::Status status_;
-  absl::Status cancel_;  // not OK once cancelled
-  runtime::GenerationResult result_;
+  mutable absl::Mutex mu_;
+  std::vector<runtime::GeneratedToken> pending_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool delivered_done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Status cancel_ ABSL_GUARDED_BY(mu_);  // not OK once cancelled
+  runtime::GenerationResult result_ ABSL_GUARDED_BY(mu_);
 };
 
 class Scheduler {
@@ -110,28 +112,31 @@ class Scheduler {
 
   // Queues a request on its model. kResourceExhausted when the model's queue is full.
   absl::StatusOr<std::shared_ptr<Job>> Submit(registry::ModelHandle model,
-                                              runtime::GenerationRequest request);
+                                              runtime::GenerationRequest request)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends the requests of `model`: lets them run up to `drain` (none when `cancel_now`), then
   // cancels the rest with kCancelled and waits until the loop has let go of them. Returns how
   // many were cancelled.
-  int Drain(const registry::ResidentModel* model, absl::Duration drain, bool cancel_now);
+  int Drain(const registry::ResidentModel* model, absl::Duration drain, bool cancel_now)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t queued() const { return queued_; }
   int64_t running() const { return running_; }
 
  private:
+  // Both lists change under mu_; the engine thread reads `running` without it (only it writes).
   struct ModelWork {
     std::deque<std::shared_ptr<Job>> queued;
-    std::vector<std::shared_ptr<Job>> running;  // engine thread only
+    std::vector<std::shared_ptr<Job>> running;
   };
 
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   // One turn of `work`'s model: new requests' prefills, then one batched decode step.
-  void Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted);
+  void Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted) ABSL_LOCKS_EXCLUDED(mu_);
   // Makes the sequence of `job`; false (and the job finished with the error) when it fails.
-  bool StartJob(Job& job);
-  void EndJob(Job& job, absl::Status status);
+  bool StartJob(Job& job) ABSL_LOCKS_EXCLUDED(mu_);
+  void EndJob(Job& job, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   // The first `n` floats of logits_, grown when needed (engine thread only).
   std::span<float> Logits(size_t n);
 
@@ -140,13 +145,13 @@ class Scheduler {
   registry::Registry& registry_;
   metrics::Metrics* const metrics_;
 
-  std::mutex mu_;
-  std::condition_variable work_;   // new work, or stop
-  std::condition_variable ended_;  // a job ended
-  bool stop_ = false;
+  absl::Mutex mu_;
+  absl::CondVar work_;   // new work, or stop
+  absl::CondVar ended_;  // a job ended
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Models with queued or running requests, in turn order (the front goes next).
-  std::deque<const registry::ResidentModel*> order_;
-  std::map<const registry::ResidentModel*, ModelWork> work_by_model_;
+  std::deque<const registry::ResidentModel*> order_ ABSL_GUARDED_BY(mu_);
+  std::map<const registry::ResidentModel*, ModelWork> work_by_model_ ABSL_GUARDED_BY(mu_);
   const registry::ResidentModel* last_model_ = nullptr;  // engine thread only
   // Buffers of the forward passes, reused so that a step allocates nothing (engine thread only).
   std::vector<runtime::SequenceStep> steps_;

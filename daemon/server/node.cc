@@ -212,8 +212,8 @@ Node::~Node() {
   if (preload_.joinable()) preload_.join();
   if (catalog_watcher_.joinable()) catalog_watcher_.join();
   {
-    std::unique_lock lock(loads_mu_);
-    loads_changed_.wait(lock, [this] { return load_threads_ == 0; });
+    absl::MutexLock lock(&loads_mu_);
+    while (load_threads_ > 0) loads_changed_.Wait(&loads_mu_);
   }
   scheduler_.reset();  // ends requests before the models they hold go
   registry_.reset();
@@ -221,7 +221,7 @@ Node::~Node() {
 
 std::vector<config::ModelSpec> Node::Catalog() const {
   std::vector<config::ModelSpec> catalog;
-  std::lock_guard lock(catalog_mu_);
+  absl::MutexLock lock(&catalog_mu_);
   for (const config::ModelSpec& m : config_.catalog) {
     const bool replaced = std::any_of(file_catalog_.begin(), file_catalog_.end(),
                                       [&](const config::ModelSpec& f) { return f.name == m.name; });
@@ -240,7 +240,7 @@ std::optional<config::ModelSpec> Node::FindInCatalog(const std::string& name) co
 
 std::optional<uint64_t> Node::CatalogModelBytes(const config::ModelSpec& model) const {
   {
-    std::lock_guard lock(catalog_mu_);
+    absl::MutexLock lock(&catalog_mu_);
     auto it = catalog_bytes_.find(model.source);
     if (it != catalog_bytes_.end()) return it->second;
   }
@@ -258,7 +258,7 @@ std::optional<uint64_t> Node::CatalogModelBytes(const config::ModelSpec& model) 
   }
   // Files that are not here yet may arrive later: only what was found is remembered.
   if (bytes) {
-    std::lock_guard lock(catalog_mu_);
+    absl::MutexLock lock(&catalog_mu_);
     catalog_bytes_[model.source] = bytes;
   }
   return bytes;
@@ -311,11 +311,12 @@ void Node::WatchCatalogFile() {
       Log(absl::StrCat("catalog_file: keeping the previous catalog: ", models.status().message()));
       continue;
     }
+    const size_t count = models->size();
     {
-      std::lock_guard lock(catalog_mu_);
+      absl::MutexLock lock(&catalog_mu_);
       file_catalog_ = *std::move(models);
     }
-    Log(absl::StrCat("catalog_file ", config_.catalog_file, ": ", file_catalog_.size(), " models"));
+    Log(absl::StrCat("catalog_file ", config_.catalog_file, ": ", count, " models"));
   } while (!WaitForShutdown(absl::Seconds(2)));
 }
 
@@ -401,7 +402,7 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
   while (true) {
     std::shared_ptr<PendingLoad> load;
     {
-      std::lock_guard lock(loads_mu_);
+      absl::MutexLock lock(&loads_mu_);
       std::shared_ptr<PendingLoad>& slot = loads_[name];
       if (slot == nullptr) {
         slot = std::make_shared<PendingLoad>();
@@ -425,27 +426,30 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
                          .model = name,
                          .outcome = info.status(),
                          .message = info.ok() ? "on demand, from the catalog" : ""});
-          std::lock_guard lock(loads_mu_);
+          absl::MutexLock lock(&loads_mu_);
           load->done = true;
           load->status = info.status();
           loads_.erase(name);
           --load_threads_;
-          loads_changed_.notify_all();
+          loads_changed_.SignalAll();
         }).detach();
       }
       load = slot;
     }
-    std::unique_lock lock(loads_mu_);
-    while (!load->done) {
-      if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the request");
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("model ", name, " is still loading on demand; try again shortly"));
+    {
+      absl::MutexLock lock(&loads_mu_);
+      while (!load->done) {
+        if (cancelled && cancelled()) {
+          return absl::CancelledError("the client cancelled the request");
+        }
+        if (absl::Now() >= deadline) {
+          return absl::DeadlineExceededError(
+              absl::StrCat("model ", name, " is still loading on demand; try again shortly"));
+        }
+        loads_changed_.WaitWithTimeout(&loads_mu_, absl::Milliseconds(50));
       }
-      loads_changed_.wait_for(lock, std::chrono::milliseconds(50));
+      if (!load->status.ok()) return load->status;
     }
-    if (!load->status.ok()) return load->status;
-    lock.unlock();
     handle = AcquireUnchanged(key);
     if (handle.ok() || !absl::IsNotFound(handle.status()) || absl::Now() >= deadline) return handle;
   }

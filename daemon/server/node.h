@@ -10,7 +10,6 @@
 #define DF11_DAEMON_SERVER_NODE_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/config/config.h"
@@ -67,7 +68,7 @@ class Node {
 
   // The catalog now: the config's entries, then the catalog file's (re-read when it changes; an
   // entry of the file replaces the config's of the same name).
-  std::vector<config::ModelSpec> Catalog() const;
+  std::vector<config::ModelSpec> Catalog() const ABSL_LOCKS_EXCLUDED(catalog_mu_);
   // Every model `caller` sees (Caller::Sees): the registry's, then catalog entries that are not
   // resident (state kAvailable).
   std::vector<registry::ModelInfo> ListModels(const Caller& caller) const;
@@ -97,7 +98,8 @@ class Node {
   // The bytes a catalog model would take when loaded on this device (the backend's placement
   // estimate), when its files are on this node (a directory, or a hub id in the cache); read
   // from the headers once per source.
-  std::optional<uint64_t> CatalogModelBytes(const config::ModelSpec& model) const;
+  std::optional<uint64_t> CatalogModelBytes(const config::ModelSpec& model) const
+      ABSL_LOCKS_EXCLUDED(catalog_mu_);
 
   // A handle on model `name` for a request. A model that is not resident but is in the catalog
   // is loaded now when on_demand is on (requests for it share one load, which goes on when they
@@ -171,7 +173,7 @@ class Node {
   // otherwise the model is marked FAILED and the registry's answer for it returned.
   absl::StatusOr<registry::ModelHandle> AcquireUnchanged(const registry::ModelKey& key);
   explicit Node(const config::Config& config);
-  // An on-demand load that requests wait for.
+  // An on-demand load that requests wait for (its fields guarded by loads_mu_).
   struct PendingLoad {
     bool done = false;
     absl::Status status;
@@ -179,7 +181,8 @@ class Node {
   // Re-reads config.catalog_file every few seconds until shutdown.
   void WatchCatalogFile();
   // The catalog entry named `name`, if any.
-  std::optional<config::ModelSpec> FindInCatalog(const std::string& name) const;
+  std::optional<config::ModelSpec> FindInCatalog(const std::string& name) const
+      ABSL_LOCKS_EXCLUDED(catalog_mu_);
   // The names `caller` sees, for kNotFound messages.
   std::string VisibleNames(const Caller& caller) const;
 
@@ -198,15 +201,18 @@ class Node {
   absl::Notification shutdown_;
   std::once_flag shutdown_once_;
 
-  mutable std::mutex catalog_mu_;
-  std::vector<config::ModelSpec> file_catalog_;                           // guarded by catalog_mu_
-  mutable std::map<std::string, std::optional<uint64_t>> catalog_bytes_;  // by source, guarded
+  mutable absl::Mutex catalog_mu_;
+  std::vector<config::ModelSpec> file_catalog_ ABSL_GUARDED_BY(catalog_mu_);
+  // By source.
+  mutable std::map<std::string, std::optional<uint64_t>> catalog_bytes_
+      ABSL_GUARDED_BY(catalog_mu_);
   std::thread catalog_watcher_;
 
-  std::mutex loads_mu_;
-  std::condition_variable loads_changed_;
-  std::map<std::string, std::shared_ptr<PendingLoad>> loads_;  // on-demand loads, guarded
-  int load_threads_ = 0;                                       // running, guarded
+  absl::Mutex loads_mu_;
+  absl::CondVar loads_changed_;
+  // On-demand loads by model name.
+  std::map<std::string, std::shared_ptr<PendingLoad>> loads_ ABSL_GUARDED_BY(loads_mu_);
+  int load_threads_ ABSL_GUARDED_BY(loads_mu_) = 0;  // running
 };
 
 }  // namespace df11::server

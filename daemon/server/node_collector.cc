@@ -137,7 +137,7 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
   const std::string waiting_list = absl::StrJoin(waiting_models, ",");
   double changed_at = 0;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     const std::string labels = absl::StrCat(max_lora, "|", running_list, "|", waiting_list);
     if (labels != last_labels_ || changed_at_ == 0) {
       last_labels_ = labels;

@@ -13,10 +13,11 @@
 #ifndef DF11_DAEMON_SERVER_NODE_COLLECTOR_H_
 #define DF11_DAEMON_SERVER_NODE_COLLECTOR_H_
 
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/server/node.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -31,9 +32,9 @@ class NodeCollector final : public prometheus::Collectable {
  private:
   Node& node_;
   // vllm:lora_requests_info's value is the time its labels last changed, as vLLM's is.
-  mutable std::mutex mu_;
-  mutable std::string last_labels_;
-  mutable double changed_at_ = 0;
+  mutable absl::Mutex mu_;
+  mutable std::string last_labels_ ABSL_GUARDED_BY(mu_);
+  mutable double changed_at_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // What `caller` may see of `families` (with auth.metrics: token): an admin everything; a user

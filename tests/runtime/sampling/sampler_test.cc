@@ -219,7 +219,9 @@ TEST(SamplerLogprobTest, TopLogprobsAreTheMostLikelyTokensOfTheRawDistribution) 
           EXPECT_EQ(t.top_logprobs[k].logprob, t.logprob);
         }
       }
-      if (greedy) EXPECT_EQ(t.top_logprobs[0].token_id, t.token_id);
+      if (greedy) {
+        EXPECT_EQ(t.top_logprobs[0].token_id, t.token_id);
+      }
     }
   }
   Sampler none(Greedy());
