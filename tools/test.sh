@@ -4,6 +4,8 @@
 #                77, without a device): every target, every test
 #   build-cpu/   -DDF11_CUDA=OFF: every target, every test
 #   build-asan/  AddressSanitizer + UBSan: the codec and runtime tests and what they need
+#   build-tsan/  ThreadSanitizer: the tests labelled tsan (the registry and scheduler under
+#                concurrent loads, requests and unloads; the thread pool) and what they need
 #   build-fuzz/  every target with clang (which checks the thread-safety annotations), and a
 #                short run of each libFuzzer target
 # A configuration that runs some of the tests builds only their targets. The configurations share one
@@ -27,7 +29,8 @@ configure_build_test() {
   local dir=$1 label=$2 build=$3; shift 3
   echo "== $dir: $*"
   # The Python tests (hub interop, openai SDK, manifests) are registered when the venv exists.
-  cmake -S . -B "$dir" -G Ninja -DDF11_HUB_PYTHON="$venv/bin/python3" "$@" >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DDF11_HUB_PYTHON="$venv/bin/python3" -DDF11_WERROR=ON "$@" \
+    >/dev/null
   local select=()
   [ -n "$label" ] && select=(-L "$label")
   if [ "$build" = tested ]; then
@@ -54,6 +57,11 @@ configure_build_test build "" all -DDF11_CUDA=AUTO
 configure_build_test build-cpu "" all -DDF11_CUDA=OFF
 configure_build_test build-asan 'codec|runtime' tested -DDF11_CUDA=OFF \
   -DDF11_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
+# Debian's Abseil is not instrumented: cmake/tsan/ annotates its locks and suppresses the rest.
+export TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/cmake/tsan/suppressions.txt"
+configure_build_test build-tsan tsan tested -DDF11_CUDA=OFF -DDF11_SANITIZE=thread \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+unset TSAN_OPTIONS
 # Every target: the clang build is also the one that checks the thread-safety annotations.
 configure_build_test build-fuzz fuzz all -DDF11_CUDA=OFF -DDF11_FUZZ=ON \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++

@@ -57,7 +57,9 @@ class DaemonGpuTest : public ::testing::Test {
     client_ = *client::Df11Client::Connect(daemon_.address());
   }
   void TearDown() override {
-    if (client_ != nullptr) EXPECT_EQ(daemon_.Terminate(), 0);
+    if (client_ != nullptr) {
+      EXPECT_EQ(daemon_.Terminate(), 0);
+    }
     if (!root_.empty()) fs::remove_all(root_);
   }
 

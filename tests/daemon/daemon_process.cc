@@ -177,22 +177,6 @@ std::string ReflectedServices(const std::string& address) {
   return FromBuffer(response);
 }
 
-int RunCommand(const std::string& command, std::string* out) {
-  out->clear();
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) out->append(buffer, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string MakeTempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "df11d-test-XXXXXX").string();
-  return mkdtemp(pattern.data()) == nullptr ? "" : pattern;
-}
-
 void MakeCa(const std::string& dir, const std::string& name) {
   MustRun(absl::StrCat("cd ", dir, " && openssl req -x509 -newkey ec -pkeyopt ",
                        "ec_paramgen_curve:prime256v1 -nodes -keyout ", name, ".key -out ", name,
@@ -216,32 +200,6 @@ std::string HttpGet(int port, const std::string& path) {
   client.set_read_timeout(5);
   auto result = client.Get(path.c_str());
   return result && result->status == 200 ? result->body : "";
-}
-
-std::string MustRun(const std::string& command) {
-  std::string out;
-  const int code = RunCommand(command + " 2>&1", &out);
-  EXPECT_EQ(code, 0) << command << "\n" << out;
-  return out;
-}
-
-std::string MakeTestModel(const std::string& root, const std::string& name, const std::string& arch,
-                          bool df11, int seed, const std::string& tokenizer_dir) {
-  const std::string tool = std::getenv("DF11_TOOL");
-  const std::string bf16 = root + "/" + name + (df11 ? "-bf16" : "");
-  MustRun(tool + " synth " + bf16 + " --arch " + arch +
-          " --layers 2 --hidden 128 --intermediate 256 --heads 4 --kv-heads 2 --vocab 4096" +
-          " --seed " + std::to_string(seed));
-  std::string dir = bf16;
-  if (df11) {
-    dir = root + "/" + name;
-    MustRun(tool + " compress " + bf16 + " " + dir);
-  }
-  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
-    std::filesystem::copy_file(tokenizer_dir + "/" + file, dir + "/" + file,
-                               std::filesystem::copy_options::overwrite_existing);
-  }
-  return dir;
 }
 
 }  // namespace df11::testing

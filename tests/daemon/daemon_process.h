@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/security/credentials.h"
 #include "tests/testing/files.h"
+#include "tests/testing/test_models.h"  // MustRun, MakeTestModel, MakeTempDir
 
 namespace df11::testing {
 
@@ -68,21 +69,6 @@ int HealthStatus(const std::string& address, const std::string& service = "",
 // The encoded answer of server reflection to list_services (the service names appear in it as
 // plain strings); "" on error.
 std::string ReflectedServices(const std::string& address);
-
-// Runs a shell command; its exit code, and stdout in `out`.
-int RunCommand(const std::string& command, std::string* out);
-// Runs a shell command with stderr joined to stdout; fails the test (naming the command and its
-// output) when it does not exit 0. Its output.
-std::string MustRun(const std::string& command);
-
-// A random-weight model of `arch` (qwen3, qwen2, llama: 2 layers, hidden 128, vocabulary 4096)
-// made with `df11 synth` ($DF11_TOOL) in root/name, DF11-compressed when `df11`, with the
-// tokenizer files of `tokenizer_dir`. Its directory.
-std::string MakeTestModel(const std::string& root, const std::string& name, const std::string& arch,
-                          bool df11, int seed, const std::string& tokenizer_dir);
-
-// A fresh directory under the system temporary directory.
-std::string MakeTempDir();
 
 // With openssl, in `dir`: a CA (`name`.pem and .key, CN=`name`, 2 days), and a certificate it
 // signs (`name`.pem and .key) with `subject` ("/CN=..."), valid `days` (negative: expired), for a

@@ -12,12 +12,9 @@
 #include "absl/status/statusor.h"
 #include "client/df11_client.h"
 #include "tests/hub/fake_hub.h"
+#include "tests/testing/test_models.h"  // DemoDir
 
 namespace df11::testing {
-
-inline std::string DemoDir() {
-  return (std::filesystem::path(DF11_SOURCE_DIR) / "models" / "demo").string();
-}
 
 // The demo model's files (five safetensors shards) as fake hub files, the shards as LFS.
 inline std::vector<FakeFile> DemoHubFiles() {

@@ -120,7 +120,9 @@ class DiskFaultsTest : public ::testing::Test {
     expected_ = *expected;
   }
   void TearDown() override {
-    if (client_ != nullptr) EXPECT_EQ(daemon_.Terminate(), 0);
+    if (client_ != nullptr) {
+      EXPECT_EQ(daemon_.Terminate(), 0);
+    }
     if (mounted_) ::umount2(cache_.c_str(), MNT_DETACH);
     fs::remove_all(dir_);
   }

@@ -22,8 +22,7 @@
 #include "daemon/scheduler/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/daemon/daemon_process.h"
-#include "tests/daemon/demo_hub.h"
+#include "tests/testing/test_models.h"
 
 namespace df11 {
 namespace {
