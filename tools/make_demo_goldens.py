@@ -1,27 +1,29 @@
 #!/usr/bin/env python3
 """Golden generations of Hugging Face `transformers` for the demo model (models/demo/).
 
-The demo model is stored DF11-compressed. This script decompresses it with `df11 decompress`
-(bit-exact: tests/codec/official_fixtures_test.cc checks the decoder against the official
-encoder's files) into a temporary BF16 directory, loads that with transformers in float32, and
+The demo model is stored DF11-compressed. This script decodes it with the independent decoder
+tools/df11_reference_decoder.py (plain Python, none of df11d's code; tests/tools/
+reference_decoder_test.py checks it against the official encoder's fixtures) into a temporary
+BF16 directory, loads that with transformers in float32, and
 records, for a few text prompts: the prompt's token ids (tokenizer.encode with special tokens),
 the chat-rendered prompt of one message (apply_chat_template, add_generation_prompt) and its ids,
 and 24 greedy tokens with their decoded text. `df11 generate --temperature 0` must reproduce them
 (tests/tools/df11_cli_test.cc): same prompt ids, same tokens, same text.
 
-    .venv-fixtures/bin/python tools/make_demo_goldens.py [--df11 build/tools/df11]
+    .venv-fixtures/bin/python tools/make_demo_goldens.py
 
 Deterministic: re-running writes the same tests/data/demo/goldens.json.
 """
 
 import argparse
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 
 import torch
 import transformers
+
+from df11_reference_decoder import decode_model
 
 PROMPTS = ["def ", "import os\n", '"""Return the', "class Parser:\n    def __init__(self"]
 CHAT_PROMPT = "Write a function that adds two numbers."
@@ -37,14 +39,13 @@ def greedy(model, ids):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--df11", default="build/tools/df11", help="the df11 binary")
     parser.add_argument("--model", default="models/demo")
     parser.add_argument("--out", default="tests/data/demo/goldens.json")
     args = parser.parse_args()
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         bf16 = Path(tmp) / "bf16"
-        subprocess.run([args.df11, "decompress", args.model, str(bf16)], check=True)
+        decode_model(args.model, bf16)
         model = transformers.AutoModelForCausalLM.from_pretrained(bf16, dtype=torch.float32)
         model.eval()
         model.generation_config.eos_token_id = None  # always GREEDY_TOKENS tokens (--ignore-eos)
