@@ -64,10 +64,11 @@ constexpr Shape kShapes[] = {{"q", 4096, 4096},     {"k", 1024, 4096},
                              {"gate", 12288, 4096}, {"up", 12288, 4096},
                              {"down", 4096, 12288}, {"lm_head", 151936, 4096},
                              {"qkv", 6144, 4096},   {"gate_up", 24576, 4096}};
-constexpr const char* kSeparate[] = {"q", "k", "v", "o", "gate", "up", "down"};
-constexpr const char* kShared[] = {"qkv", "o", "gate_up", "down"};
 
 #ifdef DF11_HAVE_CUDA
+
+constexpr const char* kSeparate[] = {"q", "k", "v", "o", "gate", "up", "down"};
+constexpr const char* kShared[] = {"qkv", "o", "gate_up", "down"};
 
 struct Timing {
   int columns = 0;
