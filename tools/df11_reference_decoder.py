@@ -79,10 +79,22 @@ def decode_unit(luts, encoded_exponent, sign_mantissa):
     rows = len(luts) // 256
     lengths = luts[256 * (rows - 1):]
     stream = bytes(encoded_exponent) + b"\0" * 8  # bits past the stream read as zero
-    count = len(sign_mantissa)
-    out = bytearray(2 * count)
+    out = bytearray(2 * len(sign_mantissa))
+    try:
+        _, bits, pos = _walk(luts, rows, lengths, stream, sign_mantissa, out)
+    except IndexError:
+        raise CorruptError("the codes run past the end of the stream") from None
+    used_bits = 8 * pos - bits
+    if used_bits > 8 * len(encoded_exponent):
+        raise CorruptError(f"the codes take {used_bits} bits; the stream has "
+                           f"{8 * len(encoded_exponent)}")
+    return out
+
+
+def _walk(luts, rows, lengths, stream, sign_mantissa, out):
+    """Decodes every element into `out`; the final window, its bit count and stream position."""
     window, bits, pos = 0, 0, 0  # `bits` valid bits in `window`, the next one the highest
-    for i in range(count):
+    for i in range(len(sign_mantissa)):
         while bits <= 32:
             window = (window << 8) | stream[pos]
             pos += 1
@@ -106,11 +118,7 @@ def decode_unit(luts, encoded_exponent, sign_mantissa):
         weight = ((sm & 0x80) << 8) | (value << 7) | (sm & 0x7F)
         out[2 * i] = weight & 0xFF
         out[2 * i + 1] = weight >> 8
-    used_bits = 8 * pos - bits
-    if used_bits > 8 * len(encoded_exponent):
-        raise CorruptError(f"the codes take {used_bits} bits; the stream has "
-                           f"{8 * len(encoded_exponent)}")
-    return out
+    return window, bits, pos
 
 
 def in_features(config, attribute):
@@ -179,7 +187,7 @@ def main():
     args = parser.parse_args()
     try:
         units = decode_model(args.source, args.out)
-    except (CorruptError, KeyError, OSError, ValueError) as e:
+    except (CorruptError, KeyError, OSError, ValueError, struct.error) as e:
         print(f"df11_reference_decoder: {e}", file=sys.stderr)
         return 1
     print(f"{units} units decoded into {args.out}")

@@ -60,6 +60,10 @@ class ReferenceDecoderTest(unittest.TestCase):
         luts = bytes([255] * 256) + bytes(256)
         with self.assertRaises(ref.CorruptError):
             ref.decode_unit(luts, b"\x00", b"\x00")
+        # 8-bit codes for 20 weights in a 1-byte stream: the walk runs past its end.
+        luts = bytes(256) + bytes([8]) + bytes(255)
+        with self.assertRaises(ref.CorruptError):
+            ref.decode_unit(luts, b"\x00", bytes(20))
 
 
 if __name__ == "__main__":
