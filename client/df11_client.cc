@@ -4,11 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/read_file.h"
 
 namespace df11::client {
 namespace {}  // namespace
@@ -42,11 +41,9 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
                            std::pair{&options.tls_cert_file, &ssl.pem_cert_chain},
                            std::pair{&options.tls_key_file, &ssl.pem_private_key}}) {
     if (path->empty()) continue;
-    std::ifstream in(*path, std::ios::binary);
-    std::stringstream text;
-    if (in) text << in.rdbuf();
-    if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", *path));
-    *out = text.str();
+    absl::StatusOr<std::string> text = base::ReadFile(*path, base::kMaxSettingsFileBytes);
+    if (!text.ok()) return absl::InvalidArgumentError(text.status().message());
+    *out = *std::move(text);
   }
   return grpc::SslCredentials(ssl);
 }

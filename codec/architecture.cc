@@ -11,7 +11,7 @@
 namespace df11::codec {
 namespace {
 
-absl::StatusOr<int64_t> PositiveInt(const nlohmann::json& config, const char* field) {
+absl::StatusOr<int64_t> PositiveInt(const nlohmann::ordered_json& config, const char* field) {
   auto it = config.find(field);
   // Bounded so that products of sizes (heads x head_dim x hidden) cannot overflow.
   constexpr int64_t kMax = int64_t{1} << 24;
@@ -25,21 +25,40 @@ absl::StatusOr<int64_t> PositiveInt(const nlohmann::json& config, const char* fi
 
 }  // namespace
 
-const std::vector<std::string>& SupportedArchitectures() {
-  static const auto* kSupported = new std::vector<std::string>{"LlamaForCausalLM",
-                                                               "MistralForCausalLM",
-                                                               "Qwen2ForCausalLM",
-                                                               "Qwen3ForCausalLM",
-                                                               "Gemma2ForCausalLM",
-                                                               "Gemma3ForCausalLM",
-                                                               "Gemma3ForConditionalGeneration",
-                                                               "Phi3ForCausalLM"};
+const std::vector<SupportedArchitecture>& SupportedArchitectures() {
+  static const auto* kSupported = new std::vector<SupportedArchitecture>{
+      {"LlamaForCausalLM", Architecture::kLlama},
+      {"MistralForCausalLM", Architecture::kMistral},
+      {"Qwen2ForCausalLM", Architecture::kQwen2},
+      {"Qwen3ForCausalLM", Architecture::kQwen3},
+      {"Gemma2ForCausalLM", Architecture::kGemma2},
+      {"Gemma3ForCausalLM", Architecture::kGemma3},
+      {"Gemma3ForConditionalGeneration", Architecture::kGemma3},
+      {"Phi3ForCausalLM", Architecture::kPhi3}};
   return *kSupported;
 }
 
-absl::StatusOr<nlohmann::json> TextModelConfig(const nlohmann::json& config,
+absl::StatusOr<Architecture> FindArchitecture(const std::string& model_class) {
+  std::vector<std::string> names;
+  for (const SupportedArchitecture& a : SupportedArchitectures()) {
+    if (model_class == a.model_class) return a.family;
+    names.push_back(a.model_class);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "architecture ", model_class, " is not supported; supported: ", absl::StrJoin(names, ", ")));
+}
+
+absl::StatusOr<std::string> ModelClass(const nlohmann::ordered_json& config) {
+  auto archs = config.find("architectures");
+  if (archs == config.end() || !archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
+    return absl::InvalidArgumentError("config.json: `architectures` must name the model class");
+  }
+  return (*archs)[0].get<std::string>();
+}
+
+absl::StatusOr<nlohmann::ordered_json> TextModelConfig(const nlohmann::ordered_json& config,
                                                const std::string& architecture) {
-  using Json = nlohmann::json;
+  using Json = nlohmann::ordered_json;
   Json text = Json::object();
   if (architecture.starts_with("Gemma")) {
     // Gemma2Config's and Gemma3TextConfig's defaults: the released multimodal configs leave most
@@ -82,25 +101,15 @@ absl::StatusOr<nlohmann::json> TextModelConfig(const nlohmann::json& config,
   return text;
 }
 
-absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_json) {
-  const nlohmann::json top =
-      nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (!top.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+absl::StatusOr<ArchitectureInfo> ParseArchitecture(const nlohmann::ordered_json& top) {
   ArchitectureInfo arch;
-  auto archs = top.find("architectures");
-  if (archs == top.end() || !archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
-    return absl::InvalidArgumentError("config.json: `architectures` must list the model class");
-  }
-  arch.architecture = (*archs)[0].get<std::string>();
-  const auto& supported = SupportedArchitectures();
-  if (std::find(supported.begin(), supported.end(), arch.architecture) == supported.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "architecture ", arch.architecture, " is not supported; supported: ",
-        absl::StrJoin(supported, ", "), " (or give a pattern dict with --pattern-dict)"));
-  }
-  absl::StatusOr<nlohmann::json> text = TextModelConfig(top, arch.architecture);
+  absl::StatusOr<std::string> model_class = ModelClass(top);
+  if (!model_class.ok()) return model_class.status();
+  arch.architecture = *std::move(model_class);
+  if (absl::Status s = FindArchitecture(arch.architecture).status(); !s.ok()) return s;
+  absl::StatusOr<nlohmann::ordered_json> text = TextModelConfig(top, arch.architecture);
   if (!text.ok()) return text.status();
-  const nlohmann::json& config = *text;
+  const nlohmann::ordered_json& config = *text;
   struct Field {
     const char* name;
     int64_t* value;

@@ -19,6 +19,24 @@ namespace df11::codec {
 // `.weight` tensors, concatenated in that order, form the unit (empty: the module's own weight).
 using PatternDict = std::vector<std::pair<std::string, std::vector<std::string>>>;
 
+// The architecture families df11 serves; a family differs from Llama only by the fields of the
+// engine's ModelConfig.
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kGemma2, kGemma3, kPhi3 };
+
+// The model classes config.json may name (`architectures[0]`), with their families: the one
+// table of supported architectures.
+struct SupportedArchitecture {
+  const char* model_class;  // "Qwen3ForCausalLM"
+  Architecture family;
+};
+const std::vector<SupportedArchitecture>& SupportedArchitectures();
+
+// The family of `model_class`. kFailedPrecondition naming the supported classes otherwise.
+absl::StatusOr<Architecture> FindArchitecture(const std::string& model_class);
+
+// config.json's `architectures[0]`. kInvalidArgument when it does not name one.
+absl::StatusOr<std::string> ModelClass(const nlohmann::ordered_json& config);
+
 // Architecture facts read from config.json.
 struct ArchitectureInfo {
   std::string architecture;  // "Qwen3ForCausalLM"
@@ -39,16 +57,13 @@ struct ArchitectureInfo {
 // `text_config`, else the file's own, over transformers' defaults for the architecture (Gemma's
 // released configs leave many out). kInvalidArgument when a Gemma3ForConditionalGeneration has
 // no `text_config` object.
-absl::StatusOr<nlohmann::json> TextModelConfig(const nlohmann::json& config,
-                                               const std::string& architecture);
+absl::StatusOr<nlohmann::ordered_json> TextModelConfig(const nlohmann::ordered_json& config,
+                                                       const std::string& architecture);
 
-// The architectures df11 has pattern dicts and shapes for.
-const std::vector<std::string>& SupportedArchitectures();
-
-// Parses config.json's text. kInvalidArgument naming the field when a needed field is missing or
-// not a positive integer, or when the architecture is not supported (the message lists those that
-// are).
-absl::StatusOr<ArchitectureInfo> ParseArchitecture(const std::string& config_json);
+// The architecture facts of config.json. kInvalidArgument naming the field when a needed field is
+// missing or not a positive integer; kFailedPrecondition when the architecture is not supported
+// (the message lists those that are).
+absl::StatusOr<ArchitectureInfo> ParseArchitecture(const nlohmann::ordered_json& config);
 
 // The official releases' pattern_dict: each decoder layer's q, k, v, o, gate, up, down as one unit
 // (Phi-3: o, qkv, gate_up, down), plus lm_head and model.embed_tokens as units of their own,

@@ -8,7 +8,6 @@
 #include <mutex>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -48,14 +47,6 @@ absl::Status CheckNameLengths(const std::vector<std::string>& names, absl::Statu
 // architecture decompress; official files have no metadata, and their shapes come from config.json.
 constexpr char kShapesMetadataKey[] = "df11.weights";
 
-absl::StatusOr<std::string> ReadTextFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 absl::Status WriteTextFile(const fs::path& path, const std::string& text) {
   const fs::path tmp = path.string() + ".tmp";
   {
@@ -69,12 +60,6 @@ absl::Status WriteTextFile(const fs::path& path, const std::string& text) {
     return absl::InternalError(
         absl::StrCat("cannot rename to ", path.string(), ": ", ec.message()));
   return absl::OkStatus();
-}
-
-absl::StatusOr<Json> ParseJson(const std::string& text, const std::string& what) {
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return absl::DataLossError(absl::StrCat(what, " is not valid JSON"));
-  return j;
 }
 
 // A unit's file name: its path with dots replaced by underscores.
@@ -359,13 +344,15 @@ std::string ExcludePaths(const std::string& pattern, const std::vector<std::stri
   return absl::StrCat("(?!(?:", absl::StrJoin(escaped, "|"), ")$)", pattern);
 }
 
-absl::Status CheckDirectory(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat(dir.string(), " is not a directory"));
-  }
-  if (!fs::is_regular_file(dir / "config.json", ec)) {
-    return absl::NotFoundError(absl::StrCat(dir.string(), " has no config.json"));
+// kFailedPrecondition when `dir` holds the pickle files of a DFloat11 v0.1 release.
+absl::Status RefuseLegacyRepository(const std::string& dir) {
+  DF11_ASSIGN_OR_RETURN(std::vector<fs::path> files, ListFiles(dir));
+  for (const fs::path& p : files) {
+    if (p.extension() == ".pkl" || p.filename() == "decode.ptx") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, " is a legacy DFloat11 v0.1 repository (", p.filename().string(),
+          "): its pickle files are not supported and are never loaded; use a v0.2+ release"));
+    }
   }
   return absl::OkStatus();
 }
@@ -436,13 +423,9 @@ absl::StatusOr<PatternDict> ParsePatternDict(const std::string& json_text) {
 absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const std::string& dst_dir,
                                              const CompressOptions& options) {
   const fs::path src(src_dir), dst(dst_dir);
-  DF11_RETURN_IF_ERROR(CheckDirectory(src));
-  DF11_ASSIGN_OR_RETURN(std::string config_text, ReadTextFile(src / "config.json"));
-  DF11_ASSIGN_OR_RETURN(Json config, ParseJson(config_text, (src / "config.json").string()));
-  if (!config.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(src_dir, "/config.json is not a JSON object"));
-  }
-  if (config.contains(format::kConfigKey)) {
+  DF11_ASSIGN_OR_RETURN(const ModelDirectory source_dir, ModelDirectory::Read(src_dir));
+  Json config = source_dir.config();
+  if (source_dir.is_df11()) {
     return absl::InvalidArgumentError(absl::StrCat(src_dir, " is already a DF11 model"));
   }
   DF11_ASSIGN_OR_RETURN(Checkpoint source, Checkpoint::Open(src_dir));
@@ -450,7 +433,13 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
   if (options.pattern_dict.has_value()) {
     dict = *options.pattern_dict;
   } else {
-    DF11_ASSIGN_OR_RETURN(ArchitectureInfo arch, ParseArchitecture(config_text));
+    absl::StatusOr<ArchitectureInfo> parsed = ParseArchitecture(config);
+    if (!parsed.ok()) {
+      return absl::Status(parsed.status().code(),
+                          absl::StrCat(parsed.status().message(),
+                                       " (or give a pattern dict with --pattern-dict)"));
+    }
+    ArchitectureInfo arch = *std::move(parsed);
     if (source.Find("model.language_model.embed_tokens.weight") != nullptr) {
       arch.text_tower_prefix = "model.language_model.";
     }
@@ -531,34 +520,22 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
   return report;
 }
 
-absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
-  const fs::path dir(dir_name);
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat(dir_name, " is not a directory"));
-  }
-  Df11Model model;
-  model.dir_ = dir_name;
-  absl::StatusOr<std::string> text = ReadTextFile(dir / "config.json");
-  Json config;
-  if (text.ok()) {
-    DF11_ASSIGN_OR_RETURN(config, ParseJson(*text, (dir / "config.json").string()));
-    model.config_json_ = *text;
-  }
-  if (!config.is_object() || !config.contains(format::kConfigKey)) {
-    DF11_ASSIGN_OR_RETURN(std::vector<fs::path> files, ListFiles(dir));
-    for (const fs::path& p : files) {
-      if (p.extension() == ".pkl" || p.filename() == "decode.ptx") {
-        return absl::FailedPreconditionError(absl::StrCat(
-            dir_name, " is a legacy DFloat11 v0.1 repository (", p.filename().string(),
-            "): its pickle files are not supported and are never loaded; use a v0.2+ release"));
-      }
-    }
-    if (!text.ok()) return text.status();
+absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir) {
+  DF11_ASSIGN_OR_RETURN(const ModelDirectory directory, ModelDirectory::Read(dir));
+  return Open(directory);
+}
+
+absl::StatusOr<Df11Model> Df11Model::Open(const ModelDirectory& directory) {
+  const std::string& dir_name = directory.path();
+  if (!directory.is_df11()) {
+    DF11_RETURN_IF_ERROR(RefuseLegacyRepository(dir_name));
     return absl::FailedPreconditionError(
         absl::StrCat(dir_name, " is not a DF11 model: config.json has no dfloat11_config"));
   }
-  const Json& df11 = config[format::kConfigKey];
+  Df11Model model;
+  model.dir_ = dir_name;
+  model.config_ = directory.config();
+  const Json& df11 = model.config_[format::kConfigKey];
   if (!df11.is_object()) return absl::DataLossError("dfloat11_config is not an object");
   if (df11.value("threads_per_block", Json()) != Json::array({format::kThreadsPerBlock}) ||
       df11.value("bytes_per_thread", Json()) != Json(format::kBytesPerThread)) {
@@ -583,7 +560,7 @@ absl::StatusOr<Df11Model> Df11Model::Open(const std::string& dir_name) {
   model.checkpoint_ = std::make_unique<Checkpoint>(std::move(checkpoint));
   const Checkpoint& ckpt = *model.checkpoint_;
   DF11_RETURN_IF_ERROR(CheckNameLengths(ckpt.TensorNames(), absl::StatusCode::kDataLoss));
-  absl::StatusOr<ArchitectureInfo> arch = ParseArchitecture(*text);
+  absl::StatusOr<ArchitectureInfo> arch = ParseArchitecture(model.config_);
 
   const std::string suffix = absl::StrCat(".", format::kEncodedExponent);
   std::set<std::string> unit_tensors;
@@ -766,7 +743,7 @@ absl::StatusOr<DecompressReport> DecompressModel(const Df11Model& model, const s
     DF11_RETURN_IF_ERROR(
         WriteTextFile(out.Add("model.safetensors.index.json"), index.dump(2) + "\n"));
   }
-  Json config = Json::parse(model.config_json(), nullptr, false);
+  Json config = model.config();
   config.erase(std::string(format::kConfigKey));
   DF11_RETURN_IF_ERROR(WriteTextFile(out.Add("config.json"), config.dump(2) + "\n"));
   DF11_RETURN_IF_ERROR(CopyFiles(model.dir(), out, nullptr));

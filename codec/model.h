@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "codec/architecture.h"
+#include "codec/model_directory.h"
 #include "codec/safetensors.h"
 #include "codec/unit.h"
 
@@ -69,6 +70,8 @@ class Df11Model {
   // unpickled), or for threads_per_block != [512] / bytes_per_thread != 8; kInvalidArgument for a
   // pattern that does not compile; kDataLoss for a corrupt file, a unit whose tensors are missing
   // or mistyped, a unit matching no pattern or two, or weights whose shapes cannot be known.
+  static absl::StatusOr<Df11Model> Open(const ModelDirectory& dir);
+  // ModelDirectory::Read(dir), then the above.
   static absl::StatusOr<Df11Model> Open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
@@ -79,12 +82,12 @@ class Df11Model {
   const std::vector<const TensorView*>& passthrough() const { return passthrough_; }
   const Checkpoint& checkpoint() const { return *checkpoint_; }
   // config.json as read, with dfloat11_config.
-  const std::string& config_json() const { return config_json_; }
+  const nlohmann::ordered_json& config() const { return config_; }
 
  private:
   std::string dir_;
   std::string version_;
-  std::string config_json_;
+  nlohmann::ordered_json config_;
   PatternDict pattern_dict_;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::vector<UnitEntry> units_;

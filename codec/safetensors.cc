@@ -11,6 +11,7 @@
 // The reader accepts what the reference reader (`read_metadata`, `Metadata::validate`) accepts,
 // minus what this project rejects on purpose: extra keys in a tensor entry, duplicate JSON keys,
 // a header not starting with '{', raw NUL bytes in the header, nesting deeper than needed.
+#include "codec/base/read_file.h"
 #include "codec/safetensors.h"
 
 #include <fcntl.h>
@@ -22,7 +23,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -755,17 +755,10 @@ absl::StatusOr<std::vector<std::string>> ListSafetensors(const std::string& dir)
 }
 
 absl::StatusOr<std::string> ReadIndexFile(const std::string& path) {
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) return ErrnoStatus(ec.value(), absl::StrCat("stat ", path));
-  if (size > kMaxIndexBytes) {
-    return absl::DataLossError(absl::StrCat(path, ": ", size, " bytes, larger than the ",
-                                            kMaxIndexBytes, "-byte limit for an index"));
-  }
-  std::ifstream in(path, std::ios::binary);  // no exceptions: failbit only
-  std::string text(size, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size))) {
-    return absl::InternalError(absl::StrCat("read ", path, ": failed"));
+  absl::StatusOr<std::string> text = base::ReadFile(path, kMaxIndexBytes);
+  // An index over its cap is a corrupt checkpoint.
+  if (text.status().code() == absl::StatusCode::kInvalidArgument) {
+    return absl::DataLossError(text.status().message());
   }
   return text;
 }

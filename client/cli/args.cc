@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/duration.h"
 
 namespace df11::cli {
 
@@ -93,29 +94,11 @@ absl::StatusOr<double> Args::GetDouble(const std::string& flag, double fallback,
 absl::StatusOr<double> Args::GetSeconds(const std::string& flag, double fallback) const {
   std::optional<std::string> v = Get(flag);
   if (!v.has_value()) return fallback;
-  absl::StatusOr<double> seconds = ParseDuration(*v);
+  absl::StatusOr<double> seconds = base::ParseDuration(*v);
   if (!seconds.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", seconds.status().message()));
   }
   return seconds;
-}
-
-absl::StatusOr<double> ParseDuration(absl::string_view text) {
-  const absl::string_view t = absl::StripAsciiWhitespace(text);
-  size_t split = t.size();
-  while (split > 0 && absl::ascii_isalpha(t[split - 1])) --split;
-  const absl::string_view unit = t.substr(split);
-  double value;
-  if (!absl::SimpleAtod(t.substr(0, split), &value) || !std::isfinite(value) || value < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is not a duration such as 30s, 5m or 250ms"));
-  }
-  if (unit.empty() || unit == "s") return value;
-  if (unit == "ms") return value / 1000;
-  if (unit == "m") return value * 60;
-  if (unit == "h") return value * 3600;
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", text, "\": unknown unit \"", unit, "\" (ms, s, m, h)"));
 }
 
 }  // namespace df11::cli

@@ -41,17 +41,13 @@ class Args {
   // The flag's value as a number within [min, max]; `fallback` when absent.
   absl::StatusOr<double> GetDouble(const std::string& flag, double fallback, double min,
                                    double max) const;
-  // The flag's value as a duration in seconds (ParseDuration), at least 0; `fallback` when absent.
+  // The flag's value as a duration in seconds (base::ParseDuration), at least 0; `fallback` when absent.
   absl::StatusOr<double> GetSeconds(const std::string& flag, double fallback) const;
 
  private:
   std::vector<std::string> positional_;
   std::map<std::string, std::vector<std::string>> values_;
 };
-
-// "250ms", "30s", "5m", "1h" or bare seconds ("10", "1.5") as seconds; the same units as the
-// daemon's configuration. kInvalidArgument for anything else, negative or not finite.
-absl::StatusOr<double> ParseDuration(absl::string_view text);
 
 }  // namespace df11::cli
 

@@ -1,12 +1,10 @@
 // df11ctl's command table, global options and dispatch.
 #include "client/ctl/ctl.h"
 
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -15,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "client/ctl/commands.h"
 #include "client/ctl/format.h"
+#include "codec/base/read_file.h"
 
 namespace df11::ctl {
 namespace {
@@ -158,11 +157,12 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
   if (std::optional<std::string> f = parsed->Get("token-file")) token_file = *f;
   std::string token = env_token != nullptr ? env_token : "";
   if (token_file) {
-    std::ifstream in(*token_file);
-    std::stringstream text;
-    if (in) text << in.rdbuf();
-    if (!in) return CommandUsageError(console, name, "cannot read --token-file " + *token_file);
-    token = text.str();
+    const absl::StatusOr<std::string> text = base::ReadFile(*token_file, base::kMaxTokenFileBytes);
+    if (!text.ok()) {
+      return CommandUsageError(console, name,
+                               absl::StrCat("cannot read --token-file: ", text.status().message()));
+    }
+    token = *text;
   }
   token = std::string(absl::StripAsciiWhitespace(token));
   client::ConnectOptions connect{.token = token};

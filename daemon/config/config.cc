@@ -5,15 +5,15 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codec/base/duration.h"
+#include "codec/base/read_file.h"
 #include "codec/base/status_macros.h"
 
 namespace df11::config {
@@ -129,7 +129,7 @@ absl::Status ReadDuration(Section& s, const std::string& key, double& out) {
   const YAML::Node n = s.Get(key);
   if (!Present(n)) return absl::OkStatus();
   if (!n.IsScalar()) return FieldError(s.PathOf(key), "must be a duration such as 30s");
-  absl::StatusOr<double> v = ParseDuration(n.Scalar());
+  absl::StatusOr<double> v = base::ParseDuration(n.Scalar());
   if (!v.ok()) return FieldError(s.PathOf(key), v.status().message());
   out = *v;
   return absl::OkStatus();
@@ -499,20 +499,6 @@ absl::StatusOr<uint64_t> ParseBytes(absl::string_view text) {
                                                  "\" (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"));
 }
 
-absl::StatusOr<double> ParseDuration(absl::string_view text) {
-  double value;
-  absl::string_view unit;
-  if (!SplitNumber(text, value, unit)) {
-    return absl::InvalidArgumentError(absl::StrCat("\"", text, "\" is not a duration such as 30s"));
-  }
-  if (unit.empty() || unit == "s") return value;
-  if (unit == "ms") return value / 1000;
-  if (unit == "m") return value * 60;
-  if (unit == "h") return value * 3600;
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", text, "\": unknown unit \"", unit, "\" (ms, s, m, h)"));
-}
-
 absl::StatusOr<Config> ParseConfig(absl::string_view yaml, const std::string& base_dir) {
   YAML::Node root;
   try {
@@ -530,14 +516,11 @@ absl::StatusOr<Config> ParseConfig(absl::string_view yaml, const std::string& ba
 }
 
 absl::StatusOr<std::vector<ModelSpec>> LoadCatalogFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read catalog file ", path));
-  std::stringstream text;
-  text << in.rdbuf();
+  DF11_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(path, base::kMaxSettingsFileBytes));
   const std::string base_dir = std::filesystem::absolute(path).parent_path().string();
   absl::StatusOr<std::vector<ModelSpec>> models;
   try {
-    const YAML::Node root = YAML::Load(text.str());
+    const YAML::Node root = YAML::Load(text);
     if (!root.IsDefined() || root.IsNull()) return std::vector<ModelSpec>{};
     if (root.IsMap()) {
       Section top(root, "");
@@ -572,12 +555,9 @@ bool IsLoopbackAddress(const std::string& address) {
 }
 
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
-  std::stringstream text;
-  text << in.rdbuf();
+  DF11_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(path, base::kMaxSettingsFileBytes));
   const std::filesystem::path dir = std::filesystem::absolute(path).parent_path();
-  absl::StatusOr<Config> config = ParseConfig(text.str(), dir.string());
+  absl::StatusOr<Config> config = ParseConfig(text, dir.string());
   if (!config.ok()) {
     return absl::Status(config.status().code(),
                         absl::StrCat(path, ": ", config.status().message()));

@@ -163,8 +163,6 @@ std::string ConfigToYaml(const Config& config);
 
 // "24GiB", "512MB", "1000": bytes; kInvalidArgument otherwise.
 absl::StatusOr<uint64_t> ParseBytes(absl::string_view text);
-// "30s", "5m", "1h", "250ms", "10": seconds; kInvalidArgument otherwise.
-absl::StatusOr<double> ParseDuration(absl::string_view text);
 
 }  // namespace df11::config
 

@@ -2,14 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/read_file.h"
+#include "codec/base/status_macros.h"
 #include "daemon/config/config.h"
 
 namespace df11::config {
@@ -206,11 +206,8 @@ absl::StatusOr<TokensFile> ParseTokens(absl::string_view yaml) {
 }
 
 absl::StatusOr<TokensFile> LoadTokensFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read tokens file ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<TokensFile> tokens = ParseTokens(text.str());
+  DF11_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(path, base::kMaxSettingsFileBytes));
+  absl::StatusOr<TokensFile> tokens = ParseTokens(text);
   if (!tokens.ok()) {
     return absl::Status(tokens.status().code(),
                         absl::StrCat(path, ": ", tokens.status().message()));

@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "codec/base/read_file.h"
 
 namespace df11::hub {
 namespace {
@@ -127,11 +126,10 @@ absl::StatusOr<CachedSnapshot> FindCachedSnapshot(const std::string& cache_dir,
   if (IsCommit(source.revision)) {
     snapshot.commit = source.revision;
   } else {
-    std::ifstream ref(repo / "refs" / source.revision);
-    std::stringstream text;
-    text << ref.rdbuf();
-    snapshot.commit = std::string(absl::StripAsciiWhitespace(text.str()));
-    if (!ref || !IsCommit(snapshot.commit)) {
+    const absl::StatusOr<std::string> ref =
+        base::ReadFile(repo / "refs" / source.revision, base::kMaxTokenFileBytes);
+    if (ref.ok()) snapshot.commit = std::string(absl::StripAsciiWhitespace(*ref));
+    if (!ref.ok() || !IsCommit(snapshot.commit)) {
       return absl::UnavailableError(absl::StrCat(not_cached, " (no refs/", source.revision, ")"));
     }
   }

@@ -9,11 +9,11 @@
 #include <fstream>
 #include <mutex>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "codec/base/read_file.h"
 #include "daemon/hub/cache.h"
 
 namespace df11::hub {
@@ -88,10 +88,8 @@ std::string RepoCache::SnapshotPath(const std::string& commit, const std::string
 absl::Status RepoCache::WriteRef(const std::string& revision, const std::string& commit) const {
   if (revision == commit) return absl::OkStatus();
   const fs::path ref = fs::path(folder()) / "refs" / revision;
-  std::ifstream in(ref);
-  std::stringstream old;
-  old << in.rdbuf();
-  if (in && old.str() == commit) return absl::OkStatus();
+  const absl::StatusOr<std::string> old = base::ReadFile(ref, base::kMaxTokenFileBytes);
+  if (old.ok() && *old == commit) return absl::OkStatus();
   return WriteAtomically(ref, commit);
 }
 

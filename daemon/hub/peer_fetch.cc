@@ -139,8 +139,19 @@ bool ThroughputFloor::Holds(uint64_t bytes_now, Clock::time_point now) {
   return true;
 }
 
-PeerFetcher::PeerFetcher(std::shared_ptr<PeerSource> peers, const std::atomic<bool>* stop)
-    : peers_(std::move(peers)), stop_(stop) {}
+FetchClock& FetchClock::Steady() {
+  class SteadyClock final : public FetchClock {
+   public:
+    Clock::time_point Now() override { return Clock::now(); }
+    void SleepFor(Clock::duration d) override { std::this_thread::sleep_for(d); }
+  };
+  static SteadyClock* const kSteady = new SteadyClock;
+  return *kSteady;
+}
+
+PeerFetcher::PeerFetcher(std::shared_ptr<PeerSource> peers, const std::atomic<bool>* stop,
+                         FetchClock& clock)
+    : peers_(std::move(peers)), stop_(stop), clock_(clock) {}
 
 absl::StatusOr<PeerSnapshot> PeerFetcher::Resolve(const std::string& repo_id,
                                                   const std::string& revision,
@@ -258,11 +269,11 @@ absl::Status PeerFetcher::FetchFrom(const std::string& peer, const std::string& 
   // for up to a window before the next source is tried.
   auto backoff = std::chrono::milliseconds(50);
   const Clock::time_point busy_until =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+      clock_.Now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(peers_->options().window_seconds));
   while (blob.size() < size) {
     absl::Status local_error;  // the cache's, not the peer's (a full disk)
-    TransferWatch watch(peers_->options(), blob.size(), Clock::now());
+    TransferWatch watch(peers_->options(), blob.size(), clock_.Now());
     status = peers_->ReadBlob(
         peer, repo_id, etag, blob.size(),
         [&](uint64_t offset, const char* data, size_t n) -> absl::Status {
@@ -281,14 +292,14 @@ absl::Status PeerFetcher::FetchFrom(const std::string& peer, const std::string& 
         },
         [&] {
           if (stopped()) return false;
-          given_up = watch.Verdict(held, Clock::now());
+          given_up = watch.Verdict(held, clock_.Now());
           return given_up.empty();
         });
     if (!local_error.ok()) return Local(local_error);
-    if (!absl::IsResourceExhausted(status) || stopped() || Clock::now() + backoff > busy_until) {
+    if (!absl::IsResourceExhausted(status) || stopped() || clock_.Now() + backoff > busy_until) {
       break;
     }
-    std::this_thread::sleep_for(backoff);
+    clock_.SleepFor(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
   if (!given_up.empty()) status = absl::DeadlineExceededError(given_up);

@@ -102,6 +102,17 @@ class ThroughputFloor {
   uint64_t bytes_at_window_start_;
 };
 
+// The time a fetcher measures its windows by and backs off with: the steady clock, or a test's
+// clock that the fake transport advances, so that windows are checked without waiting for them.
+class FetchClock {
+ public:
+  virtual ~FetchClock() = default;
+  virtual std::chrono::steady_clock::time_point Now() = 0;
+  virtual void SleepFor(std::chrono::steady_clock::duration d) = 0;
+  // std::chrono::steady_clock and std::this_thread::sleep_for.
+  static FetchClock& Steady();
+};
+
 struct PeerFetchCallbacks {
   std::function<void(const std::string& peer)> started;  // a transfer from `peer` begins
   std::function<void(uint64_t bytes_held)> progress;     // the partial file's length
@@ -110,8 +121,9 @@ struct PeerFetchCallbacks {
 
 class PeerFetcher {
  public:
-  // `stop` (may be null) cancels waits and transfers.
-  PeerFetcher(std::shared_ptr<PeerSource> peers, const std::atomic<bool>* stop);
+  // `stop` (may be null) cancels waits and transfers. `clock` outlives the fetcher.
+  PeerFetcher(std::shared_ptr<PeerSource> peers, const std::atomic<bool>* stop,
+              FetchClock& clock = FetchClock::Steady());
 
   // `revision` of `repo_id` as the peers hold it, asked ask_at_once at a time until one group
   // has answers: the commit `preferred_commit` (this node's ref) when a peer has it, else the
@@ -142,6 +154,7 @@ class PeerFetcher {
 
   const std::shared_ptr<PeerSource> peers_;
   const std::atomic<bool>* const stop_;
+  FetchClock& clock_;
   absl::Mutex mu_;
   std::set<std::string> distrusted_ ABSL_GUARDED_BY(mu_);  // "peer etag"
 };

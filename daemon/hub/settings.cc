@@ -2,12 +2,11 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_replace.h"
+#include "codec/base/read_file.h"
 #include "daemon/hub/cache.h"
 
 namespace df11::hub {
@@ -27,11 +26,8 @@ std::string CleanToken(const std::string& token) {
 }
 
 std::string ReadTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::stringstream text;
-  text << in.rdbuf();
-  return CleanToken(text.str());
+  const absl::StatusOr<std::string> text = base::ReadFile(path, base::kMaxTokenFileBytes);
+  return text.ok() ? CleanToken(*text) : "";
 }
 
 std::string HfHome() {

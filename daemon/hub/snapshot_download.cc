@@ -5,17 +5,16 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codec/base/read_file.h"
 #include "codec/base/status_macros.h"
 #include "daemon/hub/cache_writer.h"
 #include "daemon/hub/hub_client.h"
@@ -45,11 +44,11 @@ bool IsCachedFile(const std::string& path) {
 
 // The commit refs/{revision} names in `cache`, or "" when there is none.
 std::string RefCommit(const RepoCache& cache, const std::string& revision) {
-  std::ifstream ref(fs::path(cache.folder()) / "refs" / revision);
-  std::stringstream text;
-  text << ref.rdbuf();
-  const std::string commit(absl::StripAsciiWhitespace(text.str()));
-  return ref && IsCommit(commit) ? commit : "";
+  const absl::StatusOr<std::string> ref =
+      base::ReadFile(fs::path(cache.folder()) / "refs" / revision, base::kMaxTokenFileBytes);
+  if (!ref.ok()) return "";
+  const std::string commit(absl::StripAsciiWhitespace(*ref));
+  return IsCommit(commit) ? commit : "";
 }
 
 // The files complete in snapshot `directory` that match `include`.

@@ -104,13 +104,13 @@ absl::Status HubFetch::Prepare(const hub::ModelSource& source,
   return error_;
 }
 
-absl::StatusOr<runtime::ModelEstimate> HubFetch::Estimate() const {
+absl::StatusOr<runtime::ModelEstimate> HubFetch::Estimate(const codec::ModelDirectory& dir) const {
   bool all_cached = true;
   for (const hub::SnapshotFile& f : weights_) all_cached = all_cached && f.cached;
-  if (all_cached) return runtime::EstimateModel(snapshot_.directory);
+  if (all_cached) return runtime::EstimateModel(dir);
   runtime::ModelEstimate e;
-  DF11_ASSIGN_OR_RETURN(e.config, runtime::ReadModelConfig(snapshot_.directory));
-  DF11_ASSIGN_OR_RETURN(e.df11, runtime::IsDf11Directory(snapshot_.directory));
+  DF11_ASSIGN_OR_RETURN(e.config, runtime::ParseModelConfig(dir));
+  e.df11 = dir.is_df11();
   (e.df11 ? e.unit_bytes : e.plain_bytes) = weight_bytes();
   return e;
 }

@@ -5,7 +5,8 @@
 //
 //   HubFetch fetch(settings);
 //   DF11_RETURN_IF_ERROR(fetch.Prepare(source, keep_going));  // resolve + small files
-//   DF11_ASSIGN_OR_RETURN(ModelEstimate e, fetch.Estimate());
+//   DF11_ASSIGN_OR_RETURN(codec::ModelDirectory dir, codec::ModelDirectory::Read(fetch.directory()));
+//   DF11_ASSIGN_OR_RETURN(ModelEstimate e, fetch.Estimate(dir));
 //   fetch.Start();
 //   while (...) { DF11_ASSIGN_OR_RETURN(auto next, fetch.NextReady(100ms)); ... place *next ... }
 #ifndef DF11_DAEMON_REGISTRY_HUB_FETCH_H_
@@ -26,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "codec/model_directory.h"
 #include "daemon/hub/cache.h"
 #include "daemon/hub/settings.h"
 #include "daemon/hub/snapshot_download.h"
@@ -64,8 +66,8 @@ class HubFetch {
 
   // What the model will take, before its weights arrive: exact when every weight file is already
   // in the cache; otherwise config.json and the weight files' sizes from the hub's listing (their
-  // few KB of headers included, so it is an upper bound).
-  absl::StatusOr<runtime::ModelEstimate> Estimate() const;
+  // few KB of headers included, so it is an upper bound). `dir` is directory() as read.
+  absl::StatusOr<runtime::ModelEstimate> Estimate(const codec::ModelDirectory& dir) const;
 
   // Starts downloading the weight files in the background.
   void Start();

@@ -143,8 +143,12 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
     directory = fetch->directory();
     revision = fetch->commit();
   }
+  // The model's description files, read once for the estimate and the load.
+  absl::StatusOr<codec::ModelDirectory> files = codec::ModelDirectory::Read(directory);
   absl::StatusOr<runtime::ModelEstimate> estimated =
-      fetch != nullptr ? fetch->Estimate() : runtime::EstimateModel(directory);
+      !files.ok()        ? absl::StatusOr<runtime::ModelEstimate>(files.status())
+      : fetch != nullptr ? fetch->Estimate(*files)
+                         : runtime::EstimateModel(*files);
   if (!estimated.ok()) {
     // Listed as FAILED with the reason, as a load that fails later is.
     absl::MutexLock lock(&mu_);
@@ -215,7 +219,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
   std::move(release_evicted).Invoke();
 
   absl::StatusOr<std::shared_ptr<ResidentModel>> loaded =
-      LoadFiles(request, directory, revision, fetch.get(), progress);
+      LoadFiles(request, *files, revision, fetch.get(), progress);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   absl::ReleasableMutexLock lock(&mu_);
@@ -250,7 +254,7 @@ absl::StatusOr<ModelInfo> Registry::Load(const LoadRequest& request,
 }
 
 absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadRequest& request,
-                                                                   const std::string& directory,
+                                                                   const codec::ModelDirectory& files,
                                                                    const std::string& revision,
                                                                    HubFetch* fetch,
                                                                    const LoadProgressFn& progress) {
@@ -259,6 +263,7 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
   // A hub model's files are placed as each one completes, while the others still download. A
   // backend that reads the files itself as it places them (the CUDA backend) skips the first
   // step: its copies are the progress.
+  const std::string& directory = files.path();
   uint64_t total = 0, placed_before = 0;
   auto report = [&](uint64_t placed) {
     LoadProgress p{.phase = LoadProgress::Phase::kPlacing,
@@ -314,7 +319,7 @@ absl::StatusOr<std::shared_ptr<ResidentModel>> Registry::LoadFiles(const LoadReq
   resident->directory = directory;
   resident->resolved_revision = revision;
   DF11_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Model> host,
-                        runtime::Model::Load(directory, backend_.HostLoadOptions()));
+                        runtime::Model::Load(files, backend_.HostLoadOptions()));
   if (host->skipped_tensors() > 0) {
     resident->load_note =
         absl::StrCat("only the text model of ", host->config().architecture_name, " is served; ",

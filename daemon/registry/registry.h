@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "codec/model_directory.h"
 #include "daemon/config/config.h"
 #include "daemon/config/tokens.h"
 #include "daemon/hub/settings.h"
@@ -274,7 +275,7 @@ class Registry {
   // The steps of Load after its entry exists; the entry's state is set by Load.
   // `fetch` is the hub download still delivering the weight files, or null for a directory.
   absl::StatusOr<std::shared_ptr<ResidentModel>> LoadFiles(const LoadRequest& request,
-                                                           const std::string& directory,
+                                                           const codec::ModelDirectory& files,
                                                            const std::string& revision,
                                                            HubFetch* fetch,
                                                            const LoadProgressFn& progress)

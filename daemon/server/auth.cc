@@ -3,13 +3,12 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/read_file.h"
 #include "daemon/server/log.h"
 
 namespace df11::server {
@@ -21,12 +20,8 @@ std::array<uint8_t, 32> Sha256(absl::string_view text) {
   return digest;
 }
 
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+absl::StatusOr<std::string> ReadTokensFile(const std::string& path) {
+  return base::ReadFile(path, base::kMaxSettingsFileBytes);
 }
 
 }  // namespace
@@ -39,8 +34,11 @@ std::string Sha256Hex(absl::string_view text) {
 
 absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
     const std::string& tokens_file) {
-  const std::optional<std::string> text = ReadFile(tokens_file);
-  if (!text) return absl::NotFoundError(absl::StrCat("cannot read auth.tokens_file ", tokens_file));
+  const absl::StatusOr<std::string> text = ReadTokensFile(tokens_file);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("auth.tokens_file: ", text.status().message()));
+  }
   absl::StatusOr<config::TokensFile> tokens = config::ParseTokens(*text);
   if (!tokens.ok()) {
     return absl::InvalidArgumentError(
@@ -74,13 +72,14 @@ Authenticator::~Authenticator() {
 
 void Authenticator::Reload() {
   absl::MutexLock reload(&reload_mu_);
-  const std::optional<std::string> text = ReadFile(path_);
+  const absl::StatusOr<std::string> text = ReadTokensFile(path_);
   {
     absl::MutexLock lock(&mu_);
-    if (text && *text == text_) return;
+    if (text.ok() && *text == text_) return;
   }
-  if (!text) {
-    Log(absl::StrCat("auth.tokens_file ", path_, " cannot be read; keeping the previous tokens"));
+  if (!text.ok()) {
+    Log(absl::StrCat("auth.tokens_file: ", text.status().message(),
+                     "; keeping the previous tokens"));
     return;
   }
   absl::StatusOr<config::TokensFile> tokens = config::ParseTokens(*text);

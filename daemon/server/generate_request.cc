@@ -50,13 +50,9 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const df11::v1::GenerateReques
       return ids;
     }
     case df11::v1::GenerateRequest::kTokenIds: {
-      const int64_t vocab = model.model->config().vocab_size;
       std::vector<int32_t> ids(request.token_ids().ids().begin(), request.token_ids().ids().end());
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (ids[i] < 0 || ids[i] >= vocab) {
-          return absl::InvalidArgumentError(absl::StrCat("token_ids.ids[", i, "]: ", ids[i],
-                                                         " is outside the vocabulary of ", vocab));
-        }
+      if (absl::Status s = runtime::CheckTokenIds(ids, model.model->config().vocab_size); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("token_ids.ids: ", s.message()));
       }
       return ids;
     }

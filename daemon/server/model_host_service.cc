@@ -203,7 +203,8 @@ grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
     registry::HubFetch fetch(node_.hub_settings(), node_.peers(), &node_.metrics());
     absl::Status prepared = fetch.Prepare(*source, [&] { return !context->IsCancelled(); });
     if (!prepared.ok()) return ToGrpcStatus(prepared);
-    e = fetch.Estimate();
+    absl::StatusOr<codec::ModelDirectory> dir = codec::ModelDirectory::Read(fetch.directory());
+    e = dir.ok() ? fetch.Estimate(*dir) : absl::StatusOr<runtime::ModelEstimate>(dir.status());
   } else {
     e = runtime::EstimateModel(source->directory);
   }

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codec/base/read_file.h"
 #include "codec/base/status_macros.h"
 #include "daemon/hub/cache.h"
 #include "daemon/runtime/backends/cpu/cpu_backend.h"
@@ -176,10 +175,10 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
     if (!config.peer_token_file.empty()) {
       // Optional, as the hub's token file (a Kubernetes Secret that may not exist): without it,
       // peers that require a token refuse this node, and its loads go to the hub.
-      std::ifstream in(config.peer_token_file);
-      std::stringstream text;
-      if (in) text << in.rdbuf();
-      peers.credential.token = std::string(absl::StripAsciiWhitespace(text.str()));
+      const absl::StatusOr<std::string> text =
+          base::ReadFile(config.peer_token_file, base::kMaxTokenFileBytes);
+      peers.credential.token =
+          text.ok() ? std::string(absl::StripAsciiWhitespace(*text)) : std::string();
       if (peers.credential.token.empty()) {
         Log(absl::StrCat("warning: peers.token_file ", config.peer_token_file,
                          " holds no token: peers that require one will refuse this node"));
@@ -291,20 +290,18 @@ void Node::WatchCatalogFile() {
   std::string last;  // the file's text when last read
   bool reported = false;
   do {
-    std::ifstream in(config_.catalog_file);
-    std::stringstream text;
-    if (in) text << in.rdbuf();
-    if (!in) {
+    const absl::StatusOr<std::string> text =
+        base::ReadFile(config_.catalog_file, base::kMaxSettingsFileBytes);
+    if (!text.ok()) {
       if (!reported) {
-        Log(absl::StrCat("catalog_file ", config_.catalog_file,
-                         " cannot be read; trying again every 2 s"));
+        Log(absl::StrCat("catalog_file: ", text.status().message(), "; trying again every 2 s"));
       }
       reported = true;
       continue;
     }
     reported = false;
-    if (text.str() == last) continue;
-    last = text.str();
+    if (*text == last) continue;
+    last = *text;
     absl::StatusOr<std::vector<config::ModelSpec>> models =
         config::LoadCatalogFile(config_.catalog_file);
     if (!models.ok()) {

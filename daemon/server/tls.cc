@@ -5,12 +5,11 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/read_file.h"
 #include "codec/base/status_macros.h"
 #include "daemon/server/log.h"
 #include "grpcpp/security/tls_certificate_provider.h"
@@ -37,12 +36,8 @@ namespace {
 // How often the files are compared with what was loaded (gRPC's watcher uses the same period).
 constexpr unsigned kRefreshSeconds = 2;
 
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+absl::StatusOr<std::string> ReadPem(const std::string& path) {
+  return base::ReadFile(path, base::kMaxSettingsFileBytes);
 }
 
 std::vector<X509*> ReadCertificates(const std::string& pem) {
@@ -105,10 +100,10 @@ absl::StatusOr<std::unique_ptr<TlsFiles>> TlsFiles::Create(const config::Config&
   const char* fields[3] = {"tls.cert_file", "tls.key_file", "tls.client_ca_file"};
   for (int i = 0; i < 3; ++i) {
     if (files[i]->empty()) continue;
-    std::optional<std::string> read = ReadFile(*files[i]);
-    if (!read)
-      return absl::InvalidArgumentError(
-          absl::StrCat(fields[i], " ", *files[i], ": cannot read it"));
+    absl::StatusOr<std::string> read = ReadPem(*files[i]);
+    if (!read.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(fields[i], ": ", read.status().message()));
+    }
     pem[i] = *read;
     text += pem[i];
   }
@@ -148,8 +143,8 @@ void TlsFiles::Reload() {
   const std::string* files[3] = {&cert_file_, &key_file_, &client_ca_file_};
   for (int i = 0; i < 3; ++i) {
     if (files[i]->empty()) continue;
-    std::optional<std::string> read = ReadFile(*files[i]);
-    if (!read) return;  // mid-rotation, or gone: the next look decides
+    absl::StatusOr<std::string> read = ReadPem(*files[i]);
+    if (!read.ok()) return;  // mid-rotation, or gone: the next look decides
     pem[i] = *read;
     text += pem[i];
   }

@@ -62,25 +62,6 @@ TEST(ArgsTest, TypedGettersCheckRanges) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--bad: ")));
 }
 
-TEST(ParseDurationTest, UnitsAndBareSeconds) {
-  EXPECT_EQ(*ParseDuration("250ms"), 0.25);
-  EXPECT_EQ(*ParseDuration("30s"), 30);
-  EXPECT_EQ(*ParseDuration("5m"), 300);
-  EXPECT_EQ(*ParseDuration("2h"), 7200);
-  EXPECT_EQ(*ParseDuration("10"), 10);
-  EXPECT_EQ(*ParseDuration("1.5"), 1.5);
-  EXPECT_EQ(*ParseDuration("0"), 0);
-}
-
-TEST(ParseDurationTest, RejectsOtherText) {
-  EXPECT_THAT(ParseDuration("5d"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                            "\"5d\": unknown unit \"d\" (ms, s, m, h)"));
-  for (const char* bad : {"", "s", "-1s", "abc", "1.2.3s", "inf", "nan"}) {
-    SCOPED_TRACE(bad);
-    EXPECT_THAT(ParseDuration(bad), StatusIs(absl::StatusCode::kInvalidArgument));
-  }
-}
-
 TEST(HumanBytesTest, BinaryUnitsWithOneDecimal) {
   EXPECT_EQ(HumanBytes(0), "0 B");
   EXPECT_EQ(HumanBytes(1023), "1023 B");

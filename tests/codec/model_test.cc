@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
+#include "codec/base/read_file.h"
 #include "codec/model.h"
 #include "codec/safetensors.h"
 #include "codec/synthetic.h"
@@ -129,7 +131,7 @@ TEST(CompressModelTest, UserPatternDictWorksForAnyArchitecture) {
   config["architectures"] = {"MysteryForCausalLM"};
   std::ofstream(src / "config.json") << config.dump();
   EXPECT_THAT(CompressModel(src.string(), df11.string(), {}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Qwen3ForCausalLM")));
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Qwen3ForCausalLM")));
 
   CompressOptions options;
   DF11_ASSERT_OK_AND_ASSIGN(
@@ -164,6 +166,44 @@ TEST(CompressModelTest, RefusesBadInputs) {
   DF11_ASSERT_OK(CompressModel(src.string(), dst.string(), {}).status());
   EXPECT_THAT(CompressModel(src.string(), dst.string(), {}),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already holds")));
+}
+
+// A model's description files are read within a cap (any user can name a hub model, and parsing
+// costs several times a file's size), and must be JSON objects.
+TEST(ModelDirectoryTest, CapsAndChecksTheDescriptionFiles) {
+  const fs::path dir = TempDir("description");
+  DF11_ASSERT_OK(tool::WriteSyntheticModel(dir.string(), SmallSpec("qwen3")));
+  DF11_ASSERT_OK_AND_ASSIGN(ModelDirectory read, ModelDirectory::Read(dir.string()));
+  EXPECT_EQ(read.path(), dir.string());
+  EXPECT_EQ(read.config()["architectures"][0], "Qwen3ForCausalLM");
+  EXPECT_FALSE(read.is_df11());
+  EXPECT_TRUE(read.generation_config().is_object());
+
+  std::ofstream(dir / "generation_config.json") << "[]";
+  EXPECT_THAT(ModelDirectory::Read(dir.string()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("generation_config.json is not a JSON object")));
+  fs::remove(dir / "generation_config.json");
+  DF11_EXPECT_OK(ModelDirectory::Read(dir.string()).status());
+
+  // Padded past the cap with spaces: still valid JSON, refused before it is parsed.
+  std::string config = read.config().dump();
+  config.append(base::kMaxModelConfigBytes, ' ');
+  std::ofstream(dir / "config.json") << config;
+  EXPECT_THAT(ModelDirectory::Read(dir.string()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat("config.json is ", config.size(),
+                                              " bytes, more than the ",
+                                              base::kMaxModelConfigBytes))));
+  fs::remove(dir / "config.json");
+  fs::create_directory(dir / "config.json");
+  EXPECT_THAT(ModelDirectory::Read(dir.string()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a regular file")));
+  fs::remove(dir / "config.json");
+  EXPECT_THAT(ModelDirectory::Read(dir.string()),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("has no config.json")));
+  EXPECT_THAT(ModelDirectory::Read((dir / "nothing").string()),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("has no config.json")));
 }
 
 TEST(Df11ModelTest, RefusesLegacyAndNonDf11Directories) {

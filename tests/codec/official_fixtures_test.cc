@@ -249,7 +249,7 @@ TEST_P(OfficialModelTest, CompressWritesTheOfficialUnits) {
 TEST_P(OfficialModelTest, ConfigPatternDictIsTheDefault) {
   DF11_ASSERT_OK_AND_ASSIGN(Df11Model model,
                             Df11Model::Open(OfficialData() / (GetParam() + "_df11")));
-  DF11_ASSERT_OK_AND_ASSIGN(ArchitectureInfo arch, ParseArchitecture(model.config_json()));
+  DF11_ASSERT_OK_AND_ASSIGN(ArchitectureInfo arch, ParseArchitecture(model.config()));
   // As CompressModel picks it: from where the checkpoint keeps the text tower's embeddings.
   for (const TensorView* t : model.passthrough()) {
     if (t->name == "model.language_model.embed_tokens.weight") {

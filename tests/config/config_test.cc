@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include "codec/base/duration.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -266,11 +267,11 @@ TEST(ConfigTest, SizesAndDurations) {
   EXPECT_EQ(*ParseBytes("1.5 GiB"), uint64_t{3} << 29);
   EXPECT_THAT(ParseBytes("12 furlongs"), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ParseBytes("GiB"), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_DOUBLE_EQ(*ParseDuration("5m"), 300);
-  EXPECT_DOUBLE_EQ(*ParseDuration("2h"), 7200);
-  EXPECT_DOUBLE_EQ(*ParseDuration("20"), 20);
-  EXPECT_DOUBLE_EQ(*ParseDuration("1500ms"), 1.5);
-  EXPECT_THAT(ParseDuration("1d"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_DOUBLE_EQ(*base::ParseDuration("5m"), 300);
+  EXPECT_DOUBLE_EQ(*base::ParseDuration("2h"), 7200);
+  EXPECT_DOUBLE_EQ(*base::ParseDuration("20"), 20);
+  EXPECT_DOUBLE_EQ(*base::ParseDuration("1500ms"), 1.5);
+  EXPECT_THAT(base::ParseDuration("1d"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <future>
 #include <map>
 #include <mutex>
@@ -94,6 +96,41 @@ TEST_F(RegistrySchedulerTest, KvCacheIsMadeWithoutTheRegistryLock) {
   EXPECT_TRUE(placed.ok()) << placed;
   // Its bytes are free again once it is made (the callback kept nothing).
   EXPECT_EQ(registry.Memory().free(), free_before);
+}
+
+// A model whose config.json is over its cap (any user can name one through the hub) is refused
+// before it is parsed, with the sizes, and listed as FAILED; the other models load.
+TEST_F(RegistrySchedulerTest, OversizedConfigIsRefusedWithItsSize) {
+  registry::Registry registry(RegistryOptions(uint64_t{1} << 30), backend_, nullptr);
+  const std::string big = testing::MakeTestModel(*dir_, "big_config", "qwen3", /*df11=*/false, 7,
+                                                 testing::DemoDir());
+  const fs::path config = fs::path(big) / "config.json";
+  std::string text;
+  {
+    std::ifstream in(config);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  text.append(size_t{2} << 20, ' ');  // still valid JSON
+  std::ofstream(config, std::ios::trunc) << text;
+  const absl::StatusOr<registry::ModelInfo> refused =
+      registry.Load({.source = big, .name = "big"}, [](const registry::LoadProgress&) {
+        return true;
+      });
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr(absl::StrCat("config.json is ", text.size(),
+                                                " bytes, more than the 1048576 bytes")));
+  const std::vector<registry::ModelInfo> listed = registry.List();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].state, registry::ModelState::kFailed);
+  EXPECT_EQ(listed[0].failure_reason, refused.status().message());
+  const absl::StatusOr<registry::ModelInfo> other =
+      registry.Load({.source = (*models_)[0], .name = "other"},
+                    [](const registry::LoadProgress&) { return true; });
+  EXPECT_TRUE(other.ok()) << other.status();
+  const registry::ModelKey key{.owner = config::kSharedTenant, .name = "other"};
+  EXPECT_TRUE(registry.BeginUnload(key).ok());
+  registry.FinishUnload(key);
 }
 
 TEST_F(RegistrySchedulerTest, ConcurrentLoadsRequestsAndUnloadsKeepTheAccounts) {

@@ -71,7 +71,10 @@ const Fixture& TheFixture() {
         [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
     auto* f = new Fixture;
     const std::string data = std::string(DF11_SOURCE_DIR) + "/tests/data";
-    absl::StatusOr<ModelConfig> config = df11::runtime::ReadModelConfig(data + "/engine/qwen3");
+    absl::StatusOr<df11::codec::ModelDirectory> dir =
+        df11::codec::ModelDirectory::Read(data + "/engine/qwen3");
+    Require(dir.ok());
+    absl::StatusOr<ModelConfig> config = df11::runtime::ParseModelConfig(*dir);
     Require(config.ok());
     config->vocab_size = 4200;  // the tokenizer's ids, 0-4010, all fit
     f->model.name = "fuzz";

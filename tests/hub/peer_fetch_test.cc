@@ -8,10 +8,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +47,18 @@ std::string Sha256(const std::string& content) {
   return hash.HexDigest();
 }
 
+// The fetcher's time in these tests: it moves only when the fake peers wait or the fetcher backs
+// off, so windows are checked exactly and without waiting for them.
+class FakeClock final : public FetchClock {
+ public:
+  Clock::time_point Now() override { return Clock::time_point(Clock::duration(ticks_.load())); }
+  void SleepFor(Clock::duration d) override { Advance(d); }
+  void Advance(Clock::duration d) { ticks_ += d.count(); }
+
+ private:
+  std::atomic<Clock::rep> ticks_{Clock::duration(std::chrono::hours(1)).count()};
+};
+
 // One faked node: the blobs it holds, the snapshots it lists, and how it misbehaves.
 struct FakePeer {
   std::map<std::string, std::string> blobs;       // etag -> bytes served
@@ -59,6 +71,7 @@ struct FakePeer {
   int first_delay_ms = 0;  // before a read's first chunk (a peer hashing the bytes before it)
   absl::Status fail_with;  // reads end with this at once
   size_t chunk = 64 << 10;
+  std::function<void()> before_chunk;  // called before each chunk is sent
 };
 
 class FakePeers final : public PeerSource {
@@ -66,6 +79,7 @@ class FakePeers final : public PeerSource {
   explicit FakePeers(PeerFetchOptions options = {}) : PeerSource(options) {}
 
   std::map<std::string, FakePeer> peers;
+  FakeClock clock;  // the fetchers' (PeerFetcher's clock argument)
 
   std::vector<std::string> Peers() override {
     std::vector<std::string> names;
@@ -104,17 +118,18 @@ class FakePeers final : public PeerSource {
     }
     if (!p.fail_with.ok()) return p.fail_with;
     while (p.silent) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      clock.Advance(std::chrono::milliseconds(10));
       if (!keep_going()) return absl::CancelledError("stopped");
     }
     const std::string& blob = p.blobs.at(etag);
     for (int waited = 0; waited < p.first_delay_ms; waited += 10) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      clock.Advance(std::chrono::milliseconds(10));
       if (!keep_going()) return absl::CancelledError("stopped");
     }
     int64_t sent = 0;
     for (uint64_t at = offset; at < blob.size();) {
-      if (p.delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(p.delay_ms));
+      clock.Advance(std::chrono::milliseconds(p.delay_ms));
+      if (p.before_chunk) p.before_chunk();
       if (!keep_going()) return absl::CancelledError("stopped");
       size_t n = std::min<size_t>(p.chunk, blob.size() - at);
       if (p.cut_after >= 0 && sent + static_cast<int64_t>(n) > p.cut_after) {
@@ -161,7 +176,7 @@ TEST_F(PeerFetchTest, StreamsTheBlobFromThePeerThatHoldsIt) {
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"] = {};
   peers->peers["b:1"].blobs[etag_] = blob_;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   std::vector<std::string> started;
   uint64_t received = 0;
   absl::StatusOr<std::string> peer =
@@ -181,7 +196,7 @@ TEST_F(PeerFetchTest, NotFoundWhenNoPeerHoldsTheBlob) {
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"] = {};
   peers->peers["b:1"].unreachable = true;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr(etag_)));
   EXPECT_TRUE(peers->reads().empty());
@@ -191,7 +206,7 @@ TEST_F(PeerFetchTest, APeerCutOffLeavesItsBytesForTheNextToResume) {
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"].blobs[etag_] = blob_;
   peers->peers["a:1"].cut_after = 300'000;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("a:1: the peer went away")));
   EXPECT_EQ(ReadFile(partial_), blob_.substr(0, 300'000));
@@ -209,7 +224,7 @@ TEST_F(PeerFetchTest, ACorruptPeerIsDiscardedAndNotAskedForThatBlobAgain) {
   std::string corrupt = blob_;
   corrupt[777'777] ^= 1;
   peers->peers["a:1"].blobs[etag_] = corrupt;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("does not match its etag")));
   EXPECT_FALSE(fs::exists(partial_)) << "nothing of a corrupt transfer is kept";
@@ -226,7 +241,7 @@ TEST_F(PeerFetchTest, ABadPrefixLeftByAnotherSourceGetsTheGoodPeerASecondTry) {
   std::ofstream(partial_, std::ios::binary) << std::string(1000, 'x');
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"].blobs[etag_] = blob_;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   ASSERT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(), IsOk());
   EXPECT_EQ(ReadFile(partial_), blob_);
   EXPECT_THAT(peers->reads(), ElementsAre("a:1 from 1000", "a:1 from 0"));
@@ -235,7 +250,7 @@ TEST_F(PeerFetchTest, ABadPrefixLeftByAnotherSourceGetsTheGoodPeerASecondTry) {
 TEST_F(PeerFetchTest, APeerWithAnotherSizeIsNotRead) {
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"].blobs[etag_] = blob_ + "x";
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("the listing says")));
   EXPECT_TRUE(peers->reads().empty());
@@ -247,11 +262,13 @@ TEST_F(PeerFetchTest, ASlowPeerIsLeftWithinTheFloorsWindowAndItsBytesKept) {
   peers->peers["a:1"].blobs[etag_] = blob_;
   peers->peers["a:1"].chunk = 4096;
   peers->peers["a:1"].delay_ms = 20;  // about 200 KB/s
-  PeerFetcher fetcher(peers, nullptr);
-  const Clock::time_point start = Clock::now();
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
+  const Clock::time_point start = peers->clock.Now();
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("slower than the floor")));
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  // Left at the first chunk after the first window from the first byte (at 20 ms) ends.
+  EXPECT_GE(peers->clock.Now() - start, std::chrono::milliseconds(220));
+  EXPECT_LE(peers->clock.Now() - start, std::chrono::milliseconds(260));
   const std::string kept = ReadFile(partial_);
   EXPECT_GT(kept.size(), 0u);
   EXPECT_LT(kept.size(), blob_.size());
@@ -263,7 +280,7 @@ TEST_F(PeerFetchTest, ABusyPeerIsAskedAgainWithinAWindow) {
       PeerFetchOptions{.min_bytes_per_second = 0, .window_seconds = 2, .ask_at_once = 4});
   peers->peers["a:1"].blobs[etag_] = blob_;
   peers->peers["a:1"].busy = 2;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   ASSERT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(), IsOk());
   EXPECT_EQ(ReadFile(partial_), blob_);
   EXPECT_THAT(peers->reads(), ElementsAre("a:1 from 0", "a:1 from 0", "a:1 from 0"));
@@ -287,7 +304,7 @@ TEST_F(PeerFetchTest, TheFloorCountsFromTheFirstByteNotWhileThePeerHashesThePref
   peers->peers["a:1"].blobs[big_etag] = big;
   peers->peers["a:1"].first_delay_ms = 350;
   peers->peers["a:1"].chunk = 16 << 10;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   ASSERT_THAT(fetcher.Fetch(kRepo, big_etag, big.size(), big_partial, {}).status(), IsOk());
   EXPECT_TRUE(ReadFile(big_partial) == big);
 }
@@ -297,7 +314,7 @@ TEST_F(PeerFetchTest, ASilentPeerIsLeftAfterAWindowEvenWithoutAFloor) {
       PeerFetchOptions{.min_bytes_per_second = 0, .window_seconds = 0.2, .ask_at_once = 4});
   peers->peers["a:1"].blobs[etag_] = blob_;
   peers->peers["a:1"].silent = true;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("a:1: sent nothing for")));
 }
@@ -306,7 +323,7 @@ TEST_F(PeerFetchTest, APeersCancelledIsTheNextSourcesTurnNotTheLoadsEnd) {
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"].blobs[etag_] = blob_;
   peers->peers["a:1"].fail_with = absl::CancelledError("the node is shutting down");
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("shutting down")));
 }
@@ -315,7 +332,7 @@ TEST_F(PeerFetchTest, ThisNodesOwnCacheFailingStopsAtOnce) {
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"].blobs[etag_] = blob_;
   peers->peers["b:1"].blobs[etag_] = blob_;
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   const std::string unwritable = (dir_ / "no-such-dir" / (etag_ + ".incomplete")).string();
   absl::StatusOr<std::string> peer = fetcher.Fetch(kRepo, etag_, blob_.size(), unwritable, {});
   EXPECT_TRUE(IsLocalCacheError(peer.status())) << peer.status();
@@ -327,16 +344,15 @@ TEST_F(PeerFetchTest, StopCancels) {
   auto peers = std::make_shared<FakePeers>();
   peers->peers["a:1"].blobs[etag_] = blob_;
   peers->peers["a:1"].chunk = 4096;
-  peers->peers["a:1"].delay_ms = 5;
   std::atomic<bool> stop{false};
-  PeerFetcher fetcher(peers, &stop);
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    stop = true;
-  });
+  int chunks = 0;
+  peers->peers["a:1"].before_chunk = [&] {
+    if (++chunks == 3) stop = true;  // mid-transfer
+  };
+  PeerFetcher fetcher(peers, &stop, peers->clock);
   EXPECT_THAT(fetcher.Fetch(kRepo, etag_, blob_.size(), partial_, {}).status(),
               StatusIs(absl::StatusCode::kCancelled));
-  stopper.join();
+  EXPECT_EQ(chunks, 3);
 }
 
 TEST(ThroughputFloorTest, HoldsUntilAWholeWindowBringsTooFewBytes) {
@@ -370,7 +386,7 @@ TEST(PeerResolveTest, ThePeersThatHoldTheRevisionAnswerTogether) {
       .peer = "", .commit = c, .files = {File("config.json", '1'), File("w2.safetensors", '3')}};
   peers->peers["d:1"].snapshots[std::string(kRepo) + "@main"] = {
       .peer = "", .commit = d, .files = {File("config.json", '4')}};
-  PeerFetcher fetcher(peers, nullptr);
+  PeerFetcher fetcher(peers, nullptr, peers->clock);
   absl::StatusOr<PeerSnapshot> s = fetcher.Resolve(kRepo, "main");
   ASSERT_THAT(s.status(), IsOk());
   EXPECT_EQ(s->commit, c);  // most peers hold it

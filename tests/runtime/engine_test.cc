@@ -228,12 +228,35 @@ TEST(CpuBackendTest, CorruptBlockIsDataLossAndOtherModelsKeepServing) {
 // The pattern dicts df11 compress writes by default are the official releases' (their
 // config.json's dfloat11_config): Phi-4-reasoning-plus-DF11, gemma-3-{4b,12b,27b}-it-DF11 and
 // Mistral-Nemo-Instruct-2407-DF11 (the Llama dict).
+// A load reads the model's description once: the estimate and the model come from the files as
+// codec::ModelDirectory read them, even after config.json is gone from the folder.
+TEST(ModelDirectoryTest, EstimateAndLoadUseTheFilesAsRead) {
+  for (const bool df11 : {false, true}) {
+    SCOPED_TRACE(df11 ? "df11" : "bf16");
+    const fs::path copy = fs::path(::testing::TempDir()) / (df11 ? "read_once_df11" : "read_once");
+    fs::remove_all(copy);
+    fs::copy(df11 ? Df11Dir("qwen3") : EngineData() / "qwen3", copy);
+    DF11_ASSERT_OK_AND_ASSIGN(const codec::ModelDirectory dir,
+                              codec::ModelDirectory::Read(copy.string()));
+    fs::remove(copy / "config.json");
+    fs::remove(copy / "generation_config.json");
+    DF11_ASSERT_OK_AND_ASSIGN(ModelEstimate e, EstimateModel(dir));
+    EXPECT_EQ(e.df11, df11);
+    EXPECT_EQ(e.config.architecture_name, "Qwen3ForCausalLM");
+    DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> model,
+                              Model::Load(dir, Model::LoadOptions{.interleave = false}));
+    EXPECT_EQ(model->config().num_layers, e.config.num_layers);
+    EXPECT_EQ(model->unit_bytes() + model->plain_bytes(), e.resident_bytes());
+    EXPECT_THAT(Model::Load(copy.string()),
+                StatusIs(absl::StatusCode::kNotFound, HasSubstr("has no config.json")));
+  }
+}
+
 TEST(ArchitectureTest, DefaultPatternDictsAreTheOfficialReleases) {
   auto dict_of = [](const std::string& name) {
-    std::ifstream in(EngineData() / name / "config.json");
-    std::stringstream text;
-    text << in.rdbuf();
-    return codec::DefaultPatternDict(codec::ParseArchitecture(text.str()).value());
+    const codec::ModelDirectory dir =
+        codec::ModelDirectory::Read((EngineData() / name).string()).value();
+    return codec::DefaultPatternDict(codec::ParseArchitecture(dir.config()).value());
   };
   const std::vector<std::string> layer = {
       "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",

@@ -1,10 +1,9 @@
 // df11 compress and df11 decompress.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codec/base/read_file.h"
 #include "codec/model.h"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
@@ -53,11 +52,9 @@ int RunCompress(const std::vector<std::string>& argv) {
   codec::CompressOptions options;
   options.threads = static_cast<int>(*threads);
   if (std::optional<std::string> file = args->Get("pattern-dict")) {
-    std::ifstream in(*file);
-    if (!in) return Fail("compress", absl::NotFoundError(absl::StrCat("cannot read ", *file)));
-    std::stringstream text;
-    text << in.rdbuf();
-    absl::StatusOr<codec::PatternDict> dict = codec::ParsePatternDict(text.str());
+    const absl::StatusOr<std::string> text = base::ReadFile(*file, base::kMaxSettingsFileBytes);
+    if (!text.ok()) return Fail("compress", text.status());
+    absl::StatusOr<codec::PatternDict> dict = codec::ParsePatternDict(*text);
     if (!dict.ok()) return Fail("compress", dict.status());
     options.pattern_dict = *dict;
   }

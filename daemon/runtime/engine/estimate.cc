@@ -31,13 +31,18 @@ std::pair<std::string_view, std::string_view> SplitUnitTensor(std::string_view n
 }  // namespace
 
 absl::StatusOr<ModelEstimate> EstimateModel(const std::string& dir) {
+  DF11_ASSIGN_OR_RETURN(const codec::ModelDirectory directory, codec::ModelDirectory::Read(dir));
+  return EstimateModel(directory);
+}
+
+absl::StatusOr<ModelEstimate> EstimateModel(const codec::ModelDirectory& dir) {
   ModelEstimate e;
-  DF11_ASSIGN_OR_RETURN(e.config, ReadModelConfig(dir));
-  DF11_ASSIGN_OR_RETURN(e.df11, IsDf11Directory(dir));
+  DF11_ASSIGN_OR_RETURN(e.config, ParseModelConfig(dir));
+  e.df11 = dir.is_df11();
   // Opening maps the files and parses their headers; the tensor bytes are never touched. The
   // files are read as Model::Load reads them: every file for DF11, the index's shards for BF16.
   DF11_ASSIGN_OR_RETURN(const codec::Checkpoint checkpoint,
-                        codec::Checkpoint::Open(dir, /*all_files=*/e.df11));
+                        codec::Checkpoint::Open(dir.path(), /*all_files=*/e.df11));
   std::map<std::string_view, codec::UnitSizes> units;
   for (const codec::SafetensorsFile& file : checkpoint.files()) {
     for (const codec::TensorView& t : file.tensors()) {

@@ -1,4 +1,4 @@
-// What a model directory would take once loaded, read from its config.json and the headers of its
+// What a model directory would take once loaded, from its config.json and the headers of its
 // safetensors files only: no tensor data is read. The byte counts are those of the official
 // files: Model::unit_bytes() and Model::plain_bytes() once loaded without re-encoding (tested);
 // a model re-encoded at load for the CPU (codec::InterleavedUnit) holds a little less.
@@ -32,8 +32,10 @@ struct ModelEstimate {
   std::vector<uint64_t> plain_tensors;
 };
 
-// Errors: those of ReadModelConfig and codec::Checkpoint::Open (kNotFound for a missing
-// directory or one without safetensors files, kDataLoss for a malformed header).
+// Errors: those of ParseModelConfig and codec::Checkpoint::Open (kNotFound for a directory
+// without safetensors files, kDataLoss for a malformed header).
+absl::StatusOr<ModelEstimate> EstimateModel(const codec::ModelDirectory& dir);
+// codec::ModelDirectory::Read(dir), then the above.
 absl::StatusOr<ModelEstimate> EstimateModel(const std::string& dir);
 
 }  // namespace df11::runtime

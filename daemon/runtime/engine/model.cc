@@ -5,9 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -161,29 +159,25 @@ std::string LmHeadName(const ModelConfig& config) {
   return config.tie_word_embeddings ? EmbeddingName(config) : config.lm_head_name;
 }
 
-absl::StatusOr<bool> IsDf11Directory(const std::string& dir) {
-  std::ifstream in(std::filesystem::path(dir) / "config.json");
-  if (!in) return absl::NotFoundError(absl::StrCat(dir, " has no config.json"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("dfloat11_config");
-}
-
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
                                                    const LoadOptions& options) {
+  DF11_ASSIGN_OR_RETURN(const codec::ModelDirectory directory, codec::ModelDirectory::Read(dir));
+  return Load(directory, options);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const codec::ModelDirectory& dir,
+                                                   const LoadOptions& options) {
   std::unique_ptr<Model> model(new Model());
-  model->directory_ = dir;
-  DF11_ASSIGN_OR_RETURN(model->config_, ReadModelConfig(dir));
+  model->directory_ = dir.path();
+  DF11_ASSIGN_OR_RETURN(model->config_, ParseModelConfig(dir));
   const ModelConfig& c = model->config_;
   model->full_rotary_ = std::make_unique<RotaryEmbedding>(c.rope, c.rotary_dim);
   model->sliding_rotary_ = std::make_unique<RotaryEmbedding>(c.sliding_rope, c.rotary_dim);
-  DF11_ASSIGN_OR_RETURN(const bool df11, IsDf11Directory(dir));
-  if (df11) {
+  if (dir.is_df11()) {
     DF11_ASSIGN_OR_RETURN(codec::Df11Model m, codec::Df11Model::Open(dir));
     model->df11_ = std::make_unique<codec::Df11Model>(std::move(m));
   } else {
-    DF11_ASSIGN_OR_RETURN(codec::Checkpoint c, codec::Checkpoint::Open(dir));
+    DF11_ASSIGN_OR_RETURN(codec::Checkpoint c, codec::Checkpoint::Open(dir.path()));
     model->checkpoint_ = std::make_unique<codec::Checkpoint>(std::move(c));
   }
   DF11_RETURN_IF_ERROR(model->Index(options.interleave));
@@ -447,12 +441,9 @@ absl::Status Model::EmbedTokens(std::span<const int32_t> tokens, float* out) con
   const float scale = config_.embedding_scale;
   thread_local std::vector<uint16_t> row;
   row.resize(hidden);
+  DF11_RETURN_IF_ERROR(CheckTokenIds(tokens, config_.vocab_size));
   for (size_t k = 0; k < tokens.size(); ++k) {
     const int32_t t = tokens[k];
-    if (t < 0 || t >= config_.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", t, " is outside the vocabulary of ", config_.vocab_size));
-    }
     const uint16_t* bf16 = s.data + int64_t{t} * hidden;
     if (s.interleaved != nullptr) {
       DF11_RETURN_IF_ERROR(s.interleaved->DecodeElements(s.offset + size_t(t) * hidden, row));

@@ -61,9 +61,6 @@ struct LayerWeights {
   const uint16_t* mlp_output_norm = nullptr;
 };
 
-// True when `dir`'s config.json has a dfloat11_config; kNotFound without config.json.
-absl::StatusOr<bool> IsDf11Directory(const std::string& dir);
-
 // The names of decoder layer i's tensors in LayerWeights order (q, k, v, o, gate, up, down
 // projections, then the norms and biases); "" for a tensor the config does not use. With
 // ModelConfig::fused_projections, q/k/v and gate/up name row ranges of the stored qkv_proj and
@@ -94,7 +91,7 @@ class Model final : public PlacedModel {
  public:
   // Loads a DF11 directory (config.json with dfloat11_config) or a BF16 Hugging Face checkpoint.
   // Checks every tensor the architecture needs: present once, BF16, with the shape the config
-  // implies. Errors: those of ReadModelConfig, codec::Df11Model::Open and codec::Checkpoint::Open;
+  // implies. Errors: those of ParseModelConfig, codec::Df11Model::Open and codec::Checkpoint::Open;
   // kDataLoss naming a missing, mistyped or misshapen tensor.
   // With `interleave` (and InterleavedUnit::Supported()), DF11 units are re-encoded, which
   // decodes every unit once: a corrupt bitstream is then kDataLoss here rather than at the first
@@ -102,6 +99,12 @@ class Model final : public PlacedModel {
   struct LoadOptions {
     bool interleave = true;
   };
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const codec::ModelDirectory& dir,
+                                                     const LoadOptions& options);
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const codec::ModelDirectory& dir) {
+    return Load(dir, LoadOptions{});
+  }
+  // codec::ModelDirectory::Read(dir), then the above.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
                                                      const LoadOptions& options);
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir) {

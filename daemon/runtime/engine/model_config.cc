@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,7 +14,7 @@
 namespace df11::runtime {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 absl::StatusOr<int64_t> PositiveInt(const Json& j, const char* field) {
   auto it = j.find(field);
@@ -201,45 +199,11 @@ absl::Status ParseSlidingWindows(const Json& config, ModelConfig& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
-absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& config_json,
-                                             const std::string& generation_config_json) {
-  const Json top = Json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (!top.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+// ParseModelConfig of the parsed files (`generation` an empty object when there is none).
+absl::StatusOr<ModelConfig> FromJson(const Json& top, const Json& generation) {
   ModelConfig c;
-  auto archs = top.find("architectures");
-  if (archs == top.end() || !archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
-    return absl::InvalidArgumentError("config.json: `architectures` must name the model class");
-  }
-  c.architecture_name = (*archs)[0].get<std::string>();
-  static const auto* const kArchitectures = new std::vector<std::pair<std::string, Architecture>>{
-      {"LlamaForCausalLM", Architecture::kLlama},
-      {"MistralForCausalLM", Architecture::kMistral},
-      {"Qwen2ForCausalLM", Architecture::kQwen2},
-      {"Qwen3ForCausalLM", Architecture::kQwen3},
-      {"Gemma2ForCausalLM", Architecture::kGemma2},
-      {"Gemma3ForCausalLM", Architecture::kGemma3},
-      {"Gemma3ForConditionalGeneration", Architecture::kGemma3},
-      {"Phi3ForCausalLM", Architecture::kPhi3}};
-  auto known = std::find_if(kArchitectures->begin(), kArchitectures->end(),
-                            [&](const auto& a) { return a.first == c.architecture_name; });
-  if (known == kArchitectures->end()) {
-    std::vector<std::string> names;
-    for (const auto& a : *kArchitectures) names.push_back(a.first);
-    return absl::FailedPreconditionError(
-        absl::StrCat("architecture ", c.architecture_name,
-                     " is not supported; supported: ", absl::StrJoin(names, ", ")));
-  }
-  c.architecture = known->second;
+  DF11_ASSIGN_OR_RETURN(c.architecture_name, codec::ModelClass(top));
+  DF11_ASSIGN_OR_RETURN(c.architecture, codec::FindArchitecture(c.architecture_name));
   const bool gemma =
       c.architecture == Architecture::kGemma2 || c.architecture == Architecture::kGemma3;
   c.text_tower_only = c.architecture_name == "Gemma3ForConditionalGeneration";
@@ -354,11 +318,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& config_json,
     }
     AddIds(*j, "eos_token_id", c.eos_token_ids);
   }
-  if (!generation_config_json.empty()) {
-    const Json g = Json::parse(generation_config_json, nullptr, /*allow_exceptions=*/false);
-    if (!g.is_object()) {
-      return absl::InvalidArgumentError("generation_config.json is not a JSON object");
-    }
+  {
+    const Json& g = generation;
     AddIds(g, "eos_token_id", c.eos_token_ids);
     if (g.contains("bos_token_id") && g["bos_token_id"].is_number_integer()) {
       c.bos_token_id = g["bos_token_id"].get<int32_t>();
@@ -372,11 +333,35 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& config_json,
   return c;
 }
 
-absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& dir) {
-  DF11_ASSIGN_OR_RETURN(std::string config, ReadFile(std::filesystem::path(dir) / "config.json"));
-  absl::StatusOr<std::string> generation =
-      ReadFile(std::filesystem::path(dir) / "generation_config.json");
-  return ParseModelConfig(config, generation.ok() ? *generation : std::string());
+}  // namespace
+
+absl::Status CheckTokenIds(std::span<const int32_t> ids, int64_t vocab_size) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", ids[i], " (at position ", i,
+                                                     ") is outside the vocabulary of ",
+                                                     vocab_size));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const codec::ModelDirectory& dir) {
+  return FromJson(dir.config(), dir.generation_config());
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& config_json,
+                                             const std::string& generation_config_json) {
+  const Json config = Json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+  Json generation = Json::object();
+  if (!generation_config_json.empty()) {
+    generation = Json::parse(generation_config_json, nullptr, /*allow_exceptions=*/false);
+    if (!generation.is_object()) {
+      return absl::InvalidArgumentError("generation_config.json is not a JSON object");
+    }
+  }
+  return FromJson(config, generation);
 }
 
 }  // namespace df11::runtime

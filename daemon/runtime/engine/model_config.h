@@ -8,14 +8,17 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "codec/architecture.h"
+#include "codec/model_directory.h"
 
 namespace df11::runtime {
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kGemma2, kGemma3, kPhi3 };
+using codec::Architecture;
 
 enum class Activation { kSilu, kGeluTanh };  // the gated MLP's: silu, gelu_pytorch_tanh
 
@@ -92,16 +95,22 @@ struct ModelConfig {
   double repetition_penalty = 1.0;
 };
 
-// Parses config.json (and generation_config.json when not empty). Accepts both RoPE spellings
-// (`rope_parameters`, or `rope_theta` + `rope_scaling` with `rope_type` or `type`), and fields left
-// out of the file take transformers' defaults for the architecture.
-// kFailedPrecondition naming the supported set for another architecture or RoPE type;
-// kInvalidArgument naming the field for a missing or inconsistent value.
+// The model description of a model directory's config.json and generation_config.json, as read.
+// Accepts both RoPE spellings (`rope_parameters`, or `rope_theta` + `rope_scaling` with
+// `rope_type` or `type`), and fields left out of the file take transformers' defaults for the
+// architecture. kFailedPrecondition naming the supported set for another architecture or RoPE
+// type; kInvalidArgument naming the field for a missing or inconsistent value.
+absl::StatusOr<ModelConfig> ParseModelConfig(const codec::ModelDirectory& dir);
+
+// OK when every id is in [0, vocab_size); else kInvalidArgument naming the first that is not and
+// its position. The one check of token ids: a request's where it enters (PrepareGenerate for the
+// daemon, Sequence::Start for the engine's callers), and each backend's Forward as a guard, since
+// an id past the embedding table would be read out of bounds.
+absl::Status CheckTokenIds(std::span<const int32_t> ids, int64_t vocab_size);
+// The same from the files' text (an empty generation text: none); kInvalidArgument for text that
+// is not a JSON object.
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& config_json,
                                              const std::string& generation_config_json);
-
-// Reads <dir>/config.json and, if present, <dir>/generation_config.json.
-absl::StatusOr<ModelConfig> ReadModelConfig(const std::string& dir);
 
 }  // namespace df11::runtime
 

@@ -380,12 +380,7 @@ absl::Status CudaBackend::Forward(const PlacedModel& model, std::span<const Sequ
           absl::StrCat("the KV cache holds ", s.cache->capacity(), " positions; ",
                        s.cache->length(), " are used and ", s.tokens.size(), " more were given"));
     }
-    for (int32_t t : s.tokens) {
-      if (t < 0 || t >= V) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("token id ", t, " is outside the vocabulary of ", V));
-      }
-    }
+    DF11_RETURN_IF_ERROR(CheckTokenIds(s.tokens, V));
   }
   return runner_->Forward(*m, *ops, batch, logits);
 }

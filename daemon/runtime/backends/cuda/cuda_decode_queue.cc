@@ -203,12 +203,7 @@ absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
     return absl::InvalidArgumentError(absl::StrCat("DecodeEmbeddingRows: ", tokens.size(),
                                                    " tokens, room for ", rows.size(), " rows"));
   }
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", t, " is outside the vocabulary of ", vocab));
-    }
-  }
+  DF11_RETURN_IF_ERROR(CheckTokenIds(tokens, vocab));
   const uint64_t row_bytes = static_cast<uint64_t>(hidden) * sizeof(uint16_t);
   if (plan.embedding_unit < 0) {
     for (size_t k = 0; k < tokens.size(); ++k) {

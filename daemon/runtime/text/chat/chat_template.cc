@@ -1,12 +1,11 @@
 #include "daemon/runtime/text/chat/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_join.h"
+#include "codec/base/read_file.h"
 #include "codec/base/status_macros.h"
 #include "daemon/runtime/text/chat/ast.h"
 #include "daemon/runtime/text/chat/interpreter.h"
@@ -23,15 +22,6 @@ using Json = nlohmann::ordered_json;
 
 // Where transformers looks for a message's reasoning; the first is what templates read.
 constexpr const char* kReasoningFields[] = {"reasoning_content", "thinking", "reasoning"};
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InternalError(chat::Cat(path, ": cannot be opened"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::InternalError(chat::Cat(path, ": read failed"));
-  return text.str();
-}
 
 absl::Status Prefixed(const absl::Status& s, std::string_view prefix) {
   return absl::Status(s.code(), chat::Cat(prefix, s.message()));
@@ -103,7 +93,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromModelDir(const std::string& dir, 
   std::error_code ec;
   Json config = Json::object();
   if (std::filesystem::is_regular_file(config_path, ec)) {
-    DF11_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path));
+    DF11_ASSIGN_OR_RETURN(std::string text, base::ReadFile(config_path, base::kMaxTokenizerConfigBytes));
     config = Json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (config.is_discarded() || !config.is_object()) {
       return absl::InvalidArgumentError(chat::Cat(config_path, ": not a JSON object"));
@@ -115,7 +105,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromModelDir(const std::string& dir, 
                         SpecialToken(config, "eos_token", config_path));
 
   if (std::filesystem::is_regular_file(jinja_path, ec)) {
-    DF11_ASSIGN_OR_RETURN(std::string source, ReadFile(jinja_path));
+    DF11_ASSIGN_OR_RETURN(std::string source, base::ReadFile(jinja_path, base::kMaxModelConfigBytes));
     absl::StatusOr<ChatTemplate> compiled = FromSource(std::move(source), bos, eos);
     if (!compiled.ok()) return Prefixed(compiled.status(), jinja_path + ": ");
     return compiled;

@@ -5,13 +5,12 @@
 
 #include <filesystem>
 #include <forward_list>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/read_file.h"
 #include "codec/base/status_macros.h"
 #include "daemon/runtime/text/tokenizer/added_vocabulary.h"
 #include "daemon/runtime/text/tokenizer/bpe.h"
@@ -283,15 +282,8 @@ absl::StatusOr<Tokenizer> Tokenizer::FromJson(const std::string& tokenizer_json_
 }
 
 absl::StatusOr<Tokenizer> Tokenizer::FromFile(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InternalError(absl::StrCat(path, ": cannot open"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read error"));
-  absl::StatusOr<Tokenizer> tokenizer = FromJson(text.str());
+  DF11_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(path, base::kMaxTokenizerBytes));
+  absl::StatusOr<Tokenizer> tokenizer = FromJson(text);
   if (!tokenizer.ok()) {
     return absl::Status(tokenizer.status().code(),
                         absl::StrCat(path, ": ", tokenizer.status().message()));

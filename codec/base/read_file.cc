@@ -1,0 +1,60 @@
+#include "codec/base/read_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <system_error>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace df11::base {
+
+absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path, uint64_t max_bytes) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    return absl::NotFoundError(absl::StrCat(path.string(), " does not exist"));
+  }
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot read ", path.string(), ": ", ec.message()));
+  if (status.type() != std::filesystem::file_type::regular) {
+    return absl::InvalidArgumentError(absl::StrCat(path.string(), " is not a regular file"));
+  }
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path.string(), " is ", size,
+                                                   " bytes, more than the ", max_bytes,
+                                                   " bytes this file may hold"));
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (file == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot open ", path.string(), ": ", std::strerror(errno)));
+  }
+  std::string text;
+  text.resize(static_cast<size_t>(std::min<uint64_t>(ec ? 0 : size, max_bytes)));
+  size_t have = std::fread(text.data(), 1, text.size(), file.get());
+  // Past the size seen above (the file grew, or its size was unknown): read on up to the cap.
+  char chunk[64 * 1024];
+  for (;;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof(chunk), max_bytes + 1 - have));
+    const size_t got = std::fread(chunk, 1, want, file.get());
+    if (got == 0) break;
+    text.resize(have);
+    text.append(chunk, got);
+    have += got;
+    if (have > max_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(path.string(), " holds more than the ",
+                                                     max_bytes, " bytes this file may hold"));
+    }
+  }
+  if (std::ferror(file.get())) {
+    return absl::DataLossError(absl::StrCat("error reading ", path.string()));
+  }
+  text.resize(have);
+  return text;
+}
+
+}  // namespace df11::base
