@@ -47,8 +47,6 @@ constexpr char kMetadataKey[] = "__metadata__";
 // A valid header nests 3 deep (root > entry > shape); deeper input is hostile or wrong. The limit
 // bounds the parse stack and keeps nlohmann's recursive destructor shallow.
 constexpr int kMaxJsonDepth = 8;
-// model.safetensors.index.json files are a few hundred KiB; refuse to slurp anything absurd.
-constexpr uint64_t kMaxIndexBytes = 64u << 20;
 constexpr char kIndexFileName[] = "model.safetensors.index.json";
 constexpr char kSingleFileName[] = "model.safetensors";
 constexpr std::string_view kSafetensorsSuffix = ".safetensors";
@@ -755,7 +753,7 @@ absl::StatusOr<std::vector<std::string>> ListSafetensors(const std::string& dir)
 }
 
 absl::StatusOr<std::string> ReadIndexFile(const std::string& path) {
-  absl::StatusOr<std::string> text = base::ReadFile(path, kMaxIndexBytes);
+  absl::StatusOr<std::string> text = base::ReadFile(path, base::kMaxIndexFileBytes);
   // An index over its cap is a corrupt checkpoint.
   if (text.status().code() == absl::StatusCode::kInvalidArgument) {
     return absl::DataLossError(text.status().message());

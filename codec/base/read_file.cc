@@ -12,6 +12,15 @@
 
 namespace df11::base {
 
+uint64_t MaxModelFileBytes(std::string_view name) {
+  if (name == "config.json" || name == "generation_config.json" || name.ends_with(".jinja")) {
+    return kMaxModelConfigBytes;
+  }
+  if (name == "tokenizer_config.json") return kMaxTokenizerConfigBytes;
+  if (name == "model.safetensors.index.json") return kMaxIndexFileBytes;
+  return kMaxTokenizerBytes;
+}
+
 absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path, uint64_t max_bytes) {
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);

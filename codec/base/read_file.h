@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -31,8 +32,15 @@ inline constexpr uint64_t kMaxSettingsFileBytes = uint64_t{16} << 20;
 inline constexpr uint64_t kMaxModelConfigBytes = uint64_t{1} << 20;
 // tokenizer_config.json, which may list many added tokens.
 inline constexpr uint64_t kMaxTokenizerConfigBytes = uint64_t{16} << 20;
-// tokenizer.json (Gemma 3's: 33 MB).
+// tokenizer.json (Gemma 3's: 33 MB), and any other JSON file of a model folder.
 inline constexpr uint64_t kMaxTokenizerBytes = uint64_t{256} << 20;
+// model.safetensors.index.json (the largest real ones: a few MB).
+inline constexpr uint64_t kMaxIndexFileBytes = uint64_t{64} << 20;
+
+// The cap of a model folder's description file `name` (config.json, tokenizer.json,
+// chat_template.jinja, ...; any other .json or .jinja file too), which the hub client checks
+// against a listing before downloading it.
+uint64_t MaxModelFileBytes(std::string_view name);
 
 }  // namespace df11::base
 

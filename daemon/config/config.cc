@@ -404,6 +404,12 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
                       absl::StrCat("\"", user_loads, "\" is not any or catalog"));
   }
   c.user_loads_catalog_only = user_loads == "catalog";
+  DF11_RETURN_IF_ERROR(ReadDuration(auth, "user_max_keep_alive", c.user_max_keep_alive_seconds));
+  DF11_RETURN_IF_ERROR(ReadString(auth, "audit_file", c.audit_file));
+  if (!c.audit_file.empty() && !std::filesystem::path(c.audit_file).is_absolute() &&
+      !base_dir.empty()) {
+    c.audit_file = (std::filesystem::path(base_dir) / c.audit_file).lexically_normal().string();
+  }
   DF11_RETURN_IF_ERROR(auth.CheckNoUnknownKeys());
   // By default the models/ folder beside the configuration, where the demo model is.
   std::vector<std::string> roots = {"models"};
@@ -654,6 +660,9 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "metrics" << YAML::Value << (c.metrics_need_token ? "token" : "open");
   out << YAML::Key << "user_loads" << YAML::Value
       << (c.user_loads_catalog_only ? "catalog" : "any");
+  out << YAML::Key << "user_max_keep_alive" << YAML::Value
+      << FormatDuration(c.user_max_keep_alive_seconds);
+  out << YAML::Key << "audit_file" << YAML::Value << c.audit_file;
   out << YAML::EndMap;
   out << YAML::Key << "model_roots" << YAML::Value << YAML::BeginSeq;
   for (const std::string& r : c.model_roots) out << r;

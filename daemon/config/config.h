@@ -129,6 +129,10 @@ struct Config {
   std::string auth_tokens_file;
   bool metrics_need_token = false;  // auth.metrics: token (else open, for Prometheus)
   bool user_loads_catalog_only = false;  // auth.user_loads: catalog (else any)
+  // The longest keep_alive a user token (not admin) may give a load; pinning, loading for every
+  // tenant and unloading a shared model are an admin's alone.
+  double user_max_keep_alive_seconds = 3600;
+  std::string audit_file;  // auth.audit_file: where the audit log goes; "": stderr
   bool insecure = false;
 
   // The directories a LoadModel or EstimateModel request may name a local source under (after

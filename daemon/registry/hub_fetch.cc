@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/read_file.h"
 #include "codec/base/status_macros.h"
 #include "daemon/runtime/engine/model.h"
 #include "daemon/runtime/engine/model_config.h"
@@ -85,6 +86,15 @@ absl::Status HubFetch::Prepare(const hub::ModelSource& source,
   if (weights_.empty()) {
     return absl::NotFoundError(absl::StrCat(source.repo_id, "@", source.revision, " (commit ",
                                             snapshot_.commit, ") has no .safetensors files"));
+  }
+  // Description files are read whole: one larger than its cap is refused before any byte of it
+  // is downloaded.
+  for (const hub::SnapshotFile& f : small) {
+    if (f.size > base::MaxModelFileBytes(f.path)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source.repo_id, "@", snapshot_.commit, ": ", f.path, " is ", f.size,
+          " bytes, more than the ", base::MaxModelFileBytes(f.path), " bytes this file may hold"));
+    }
   }
   RunFetch(std::move(small));
   auto finished = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !running_; };

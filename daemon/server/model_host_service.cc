@@ -68,12 +68,14 @@ grpc::Status ModelHostService::LoadModel(grpc::ServerContext* context,
                             // The name from the source as the client wrote it.
                             .name = registry::ModelName(request->source(), request->name()),
                             .pin = request->pin(),
-                            .keep_alive_seconds = std::nullopt,
+                            .keep_alive_seconds =
+                                request->keep_alive_seconds() > 0
+                                    ? std::optional<double>(request->keep_alive_seconds())
+                                    : std::nullopt,
                             .device = request->device(),
                             .hub_only = checked->hub},
                            request->shared());
   if (!load.ok()) return refuse(load.status());
-  if (request->keep_alive_seconds() > 0) load->keep_alive_seconds = request->keep_alive_seconds();
   // Progress goes out when the phase changes, and at most every 100 ms within a phase.
   df11::v1::LoadPhase last_phase = df11::v1::LOAD_PHASE_UNSPECIFIED;
   auto last_sent = std::chrono::steady_clock::time_point();

@@ -104,9 +104,22 @@ absl::StatusOr<TenantLimits::Slot> Node::AdmitRequest(const Caller& caller,
 absl::StatusOr<registry::LoadRequest> Node::LoadRequestFor(const Caller& caller,
                                                            registry::LoadRequest request,
                                                            bool shared) const {
-  if (shared && !caller.admin()) {
-    return absl::PermissionDeniedError(
-        "shared: only an admin token may load a model every tenant shares");
+  if (!caller.admin()) {
+    // Powers that would let one tenant hold memory against the others' fair share.
+    if (shared) {
+      return absl::PermissionDeniedError(
+          "shared: only an admin token may load a model every tenant shares");
+    }
+    if (request.pin) {
+      return absl::PermissionDeniedError(
+          "pin: only an admin token may pin a model (a pinned model is never evicted)");
+    }
+    if (request.keep_alive_seconds.value_or(0) > config_.user_max_keep_alive_seconds) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "keep_alive_seconds: ", *request.keep_alive_seconds, " is more than the ",
+          config_.user_max_keep_alive_seconds,
+          " s a user token may ask for (auth.user_max_keep_alive); an admin token may ask more"));
+    }
   }
   request.owner = shared ? config::kSharedTenant : caller.tenant;
   if (request.owner == caller.tenant) {
@@ -148,6 +161,7 @@ absl::StatusOr<std::unique_ptr<Node>> Node::Create(const config::Config& config)
           "unload and generate; set auth.tokens_file, or insecure: true to accept that"));
     }
   }
+  if (!config.audit_file.empty()) DF11_RETURN_IF_ERROR(audit::UseFile(config.audit_file));
   std::unique_ptr<Node> node(new Node(config));
   if (!config.tls_cert_file.empty()) {
     DF11_ASSIGN_OR_RETURN(node->tls_, TlsFiles::Create(config));
@@ -486,8 +500,8 @@ absl::StatusOr<UnloadOutcome> Node::Unload(const Caller& caller, const std::stri
   }
   if (!key.ok()) return key.status();
   if (!caller.admin() && key->owner == config::kSharedTenant) {
-    drain = std::max(drain, absl::Seconds(config_.drain_seconds));
-    cancel_in_flight = false;
+    return absl::PermissionDeniedError(absl::StrCat(
+        "model \"", name, "\" is shared by every tenant: only an admin token may unload it"));
   }
   DF11_ASSIGN_OR_RETURN(std::shared_ptr<const registry::ResidentModel> model,
                         registry_->BeginUnload(*key));

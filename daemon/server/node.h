@@ -117,9 +117,8 @@ class Node {
                                                           const std::function<bool()>& cancelled);
 
   // Unload as the wire API describes: no new requests, in-flight ones drain for `drain` (none
-  // with `cancel_in_flight`) and are then cancelled, and the memory is returned. A user unloads
-  // its own tenant's models and shared ones; a shared one only after the configured drain time,
-  // so that it cannot cut other tenants' requests short.
+  // with `cancel_in_flight`) and are then cancelled, and the memory is returned. A user token
+  // unloads its own tenant's models; a shared one is kPermissionDenied (an admin's alone).
   absl::StatusOr<UnloadOutcome> Unload(const Caller& caller, const std::string& name,
                                        const std::string& owner, absl::Duration drain,
                                        bool cancel_in_flight);

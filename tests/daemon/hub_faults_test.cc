@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -154,6 +156,27 @@ TEST_F(HubFaultsTest, AHubThatStaysDownIsUnavailableAndNothingElseBreaks) {
   // is back.
   ASSERT_TRUE(LoadFromHub("test-org/down").ok());
   EXPECT_EQ(GreedyTokens(*client_, "test-org/down").value_or(std::vector<int32_t>{}), *expected_);
+}
+
+// A hub model whose config.json is larger than a config may be (any user can name one) is
+// refused from the listing, with the sizes, before a byte of that file is downloaded.
+TEST_F(HubFaultsTest, AnOversizedConfigIsRefusedBeforeItIsDownloaded) {
+  std::vector<testing::FakeFile> files = DemoHubFiles();
+  for (testing::FakeFile& f : files) {
+    if (f.path != "config.json") continue;
+    std::ifstream in(f.disk_path);
+    f.content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    f.content.append(size_t{2} << 20, ' ');  // still valid JSON
+    f.disk_path.clear();
+  }
+  hub_->AddCommit("test-org/big-config", "main", files);
+  const absl::Status refused = LoadFromHub("test-org/big-config");
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument,
+                                ::testing::HasSubstr("config.json is ")));
+  EXPECT_THAT(std::string(refused.message()),
+              ::testing::HasSubstr("bytes, more than the 1048576 bytes this file may hold"));
+  EXPECT_EQ(hub_->body_bytes_sent("test-org/big-config", "config.json"), 0);
+  EXPECT_EQ(GreedyTokens(*client_, "demo").value_or(std::vector<int32_t>{}), *expected_);
 }
 
 }  // namespace

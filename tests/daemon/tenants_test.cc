@@ -263,6 +263,70 @@ TEST_F(TenantsTest, QuotasOnModelsAndBytesRefuseLoadsWithTheNumbers) {
   }));
 }
 
+// Pinning, a keep-alive past auth.user_max_keep_alive (1 h by default) and unloading a shared
+// model would let one tenant hold memory against the others: a user token is refused them with
+// the reason; an admin token has them.
+TEST_F(TenantsTest, PinLongKeepAliveAndUnloadingSharedModelsAreAdminPowers) {
+  auto a = As("team-a"), ops = As("ops");
+  v1::LoadModelRequest pinned = Load("a-pinned");
+  pinned.set_pin(true);
+  EXPECT_THAT(a->LoadModel(pinned, nullptr).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("pin: only an admin")));
+  v1::LoadModelRequest forever = Load("a-forever");
+  forever.set_keep_alive_seconds(1e12);
+  EXPECT_THAT(a->LoadModel(forever, nullptr).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("is more than the 3600 s a user token may ask for")));
+  v1::LoadModelRequest hour = Load("a-hour");
+  hour.set_keep_alive_seconds(3600);
+  ASSERT_TRUE(a->LoadModel(hour, nullptr).ok());
+  v1::UnloadModelRequest unload;
+  unload.set_name("demo");  // the pinned, preloaded shared model
+  EXPECT_THAT(a->UnloadModel(unload).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("shared by every tenant: only an admin token may unload it")));
+  EXPECT_TRUE(RunToEnd(*a, Generate("demo", 2)).ok());  // still serving
+  unload.set_name("a-hour");
+  EXPECT_TRUE(a->UnloadModel(unload).ok());
+  // An admin may pin and keep a model as long as it likes.
+  forever.set_name("ops-forever");
+  forever.set_pin(true);
+  ASSERT_TRUE(ops->LoadModel(forever, nullptr).ok());
+  unload.set_name("ops-forever");
+  EXPECT_TRUE(ops->UnloadModel(unload).ok());
+  const std::vector<nlohmann::json> events = AuditEvents(*dir_ + "/df11d.log");
+  EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const nlohmann::json& e) {
+    return e["audit"] == "permission_refusal" && e["tenant"] == "team-a" &&
+           e["model"] == "a-pinned" && e["outcome"] == "PERMISSION_DENIED";
+  }));
+}
+
+// A model name holding a line break and a JSON object is refused, and neither its log line nor
+// its audit record lets the object read as an audit record of its own.
+TEST_F(TenantsTest, NoClientStringForgesAnAuditRecord) {
+  auto a = As("team-a");
+  const std::string forged =
+      "x\n{\"audit\":\"load\",\"tenant\":\"forged\",\"outcome\":\"OK\"}\r\n"
+      "{\"audit\":\"unload\",\"tenant\":\"forged\",\"outcome\":\"OK\"}\xe2\x80\xa8";
+  EXPECT_THAT(a->LoadModel(Load(forged), nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  const std::vector<nlohmann::json> events = AuditEvents(*dir_ + "/df11d.log");
+  EXPECT_TRUE(std::none_of(events.begin(), events.end(), [](const nlohmann::json& e) {
+    return e.value("tenant", "") == "forged";
+  }));
+  // Every line is a log line (a timestamp first) or a whole record; the refusal's record keeps
+  // the name as it was sent.
+  std::ifstream in(*dir_ + "/df11d.log");
+  bool recorded = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(record.is_object()) << line;
+    recorded = recorded || record.value("model", "") == forged;
+  }
+  EXPECT_TRUE(recorded);
+}
+
 TEST_F(TenantsTest, TheRateQuotaIsATokenBucketOnGrpcAndHttpAlike) {
   auto r = As("team-r");
   EXPECT_TRUE(RunToEnd(*r, Generate("demo", 1)).ok());

@@ -15,8 +15,8 @@ namespace {
 
 // Passes of at most this many tokens compute the products that share an input (q, k, v; gate,
 // up) as one cuBLAS product where their weights are adjacent: at small batch, separate k and v
-// products use a fraction of the GPU (0.30 TB/s on an H100, against 1.9 for gate and up; see
-// ../shared/docs/GPU_WORK.md). Longer passes keep them apart, sparing the split's copy.
+// products use a fraction of the GPU (0.30 TB/s on an H100, against 1.9 for gate and up;
+// docs/PERFORMANCE.md, the fused product). Longer passes keep them apart, sparing the split's copy.
 constexpr int64_t kGroupedMaxRows = 64;
 
 }  // namespace
