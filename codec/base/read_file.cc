@@ -1,6 +1,5 @@
 #include "codec/base/read_file.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -27,7 +26,10 @@ absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path, uint64_t
   if (status.type() == std::filesystem::file_type::not_found) {
     return absl::NotFoundError(absl::StrCat(path.string(), " does not exist"));
   }
-  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot read ", path.string(), ": ", ec.message()));
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot read ", path.string(), ": ", ec.message()));
+  }
   if (status.type() != std::filesystem::file_type::regular) {
     return absl::InvalidArgumentError(absl::StrCat(path.string(), " is not a regular file"));
   }
@@ -42,27 +44,21 @@ absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path, uint64_t
     return absl::PermissionDeniedError(
         absl::StrCat("cannot open ", path.string(), ": ", std::strerror(errno)));
   }
+  // Read to the end, never past the cap: the size seen above may be stale (the file grew) or
+  // wrong (/proc files say 0).
   std::string text;
-  text.resize(static_cast<size_t>(std::min<uint64_t>(ec ? 0 : size, max_bytes)));
-  size_t have = std::fread(text.data(), 1, text.size(), file.get());
-  // Past the size seen above (the file grew, or its size was unknown): read on up to the cap.
+  text.reserve(static_cast<size_t>(ec ? 0 : size));
   char chunk[64 * 1024];
-  for (;;) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof(chunk), max_bytes + 1 - have));
-    const size_t got = std::fread(chunk, 1, want, file.get());
-    if (got == 0) break;
-    text.resize(have);
-    text.append(chunk, got);
-    have += got;
-    if (have > max_bytes) {
+  for (size_t got; (got = std::fread(chunk, 1, sizeof(chunk), file.get())) > 0;) {
+    if (text.size() + got > max_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(path.string(), " holds more than the ",
                                                      max_bytes, " bytes this file may hold"));
     }
+    text.append(chunk, got);
   }
   if (std::ferror(file.get())) {
     return absl::DataLossError(absl::StrCat("error reading ", path.string()));
   }
-  text.resize(have);
   return text;
 }
 

@@ -101,9 +101,6 @@ class Model final : public PlacedModel {
   };
   static absl::StatusOr<std::unique_ptr<Model>> Load(const codec::ModelDirectory& dir,
                                                      const LoadOptions& options);
-  static absl::StatusOr<std::unique_ptr<Model>> Load(const codec::ModelDirectory& dir) {
-    return Load(dir, LoadOptions{});
-  }
   // codec::ModelDirectory::Read(dir), then the above.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
                                                      const LoadOptions& options);
