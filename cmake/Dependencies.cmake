@@ -13,7 +13,8 @@ find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # HTTP clients of tests and tools
+find_package(Boost 1.74 REQUIRED)  # Beast and Asio (header-only): the daemon's HTTP listener
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 if(DF11_BUILD_TESTS)

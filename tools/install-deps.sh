@@ -9,7 +9,7 @@ packages=(
   clang libclang-rt-14-dev           # libFuzzer, sanitizers with clang
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libabsl-dev libyaml-cpp-dev libcurl4-openssl-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev
-  prometheus-cpp-dev libcpp-httplib-dev libopenblas-dev libssl-dev zlib1g-dev
+  prometheus-cpp-dev libcpp-httplib-dev libboost-dev libopenblas-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-venv
   prometheus                         # promtool, which checks /metrics in the tests

@@ -328,7 +328,16 @@ absl::Status ParseInto(const YAML::Node& root, const std::string& base_dir, Conf
   DF11_RETURN_IF_ERROR(ReadInt(limits, "max_concurrent_loads", 1, 64, c.max_concurrent_loads));
   DF11_RETURN_IF_ERROR(ReadBytes(limits, "max_request_bytes", 1024, c.max_request_bytes));
   DF11_RETURN_IF_ERROR(ReadDuration(limits, "load_wait", c.load_wait_seconds));
-  DF11_RETURN_IF_ERROR(ReadInt(limits, "http_connections", 1, 65536, c.http_connections));
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "http_requests", 1, 65536, c.http_requests));
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "http_max_connections", 1, 1 << 20, c.http_max_connections));
+  DF11_RETURN_IF_ERROR(ReadInt(limits, "http_max_connections_per_client", 1, 1 << 20,
+                               c.http_max_connections_per_client));
+  for (auto [key, seconds] : {std::pair{"http_idle_timeout", &c.http_idle_timeout_seconds},
+                              std::pair{"http_header_timeout", &c.http_header_timeout_seconds},
+                              std::pair{"http_body_timeout", &c.http_body_timeout_seconds}}) {
+    DF11_RETURN_IF_ERROR(ReadDuration(limits, key, *seconds));
+    if (*seconds <= 0) return FieldError(limits.PathOf(key), "must be longer than 0s");
+  }
   DF11_RETURN_IF_ERROR(ReadDuration(limits, "stream_stall", c.stream_stall_seconds));
   if (c.stream_stall_seconds <= 0) {
     return FieldError(limits.PathOf("stream_stall"), "must be longer than 0s");
@@ -633,7 +642,16 @@ std::string ConfigToYaml(const Config& c) {
   out << YAML::Key << "max_concurrent_loads" << YAML::Value << c.max_concurrent_loads;
   out << YAML::Key << "max_request_bytes" << YAML::Value << c.max_request_bytes;
   out << YAML::Key << "load_wait" << YAML::Value << FormatDuration(c.load_wait_seconds);
-  out << YAML::Key << "http_connections" << YAML::Value << c.http_connections;
+  out << YAML::Key << "http_requests" << YAML::Value << c.http_requests;
+  out << YAML::Key << "http_max_connections" << YAML::Value << c.http_max_connections;
+  out << YAML::Key << "http_max_connections_per_client" << YAML::Value
+      << c.http_max_connections_per_client;
+  out << YAML::Key << "http_idle_timeout" << YAML::Value
+      << FormatDuration(c.http_idle_timeout_seconds);
+  out << YAML::Key << "http_header_timeout" << YAML::Value
+      << FormatDuration(c.http_header_timeout_seconds);
+  out << YAML::Key << "http_body_timeout" << YAML::Value
+      << FormatDuration(c.http_body_timeout_seconds);
   out << YAML::Key << "stream_stall" << YAML::Value << FormatDuration(c.stream_stall_seconds);
   out << YAML::EndMap;
   out << YAML::Key << "peers" << YAML::Value << YAML::BeginMap;

@@ -101,7 +101,13 @@ struct Config {
   int64_t max_concurrent_loads = 2;
   int64_t max_request_bytes = 4 << 20;
   double load_wait_seconds = 600;  // how long a request waits for its model's on-demand load
-  int64_t http_connections = 256;  // HTTP requests served at once (each stream holds one)
+  // The HTTP listener (daemon/server/http_listener.h).
+  int64_t http_requests = 256;  // requests in handlers at once (a stream for its length); more: 503
+  int64_t http_max_connections = 4096;            // open connections; more are closed at once
+  int64_t http_max_connections_per_client = 256;  // open connections from one address
+  double http_idle_timeout_seconds = 60;    // a keep-alive connection idle this long is closed
+  double http_header_timeout_seconds = 10;  // a request's headers must arrive within this
+  double http_body_timeout_seconds = 60;    // and its body within this after them
   // A stream whose client reads nothing for this long is cancelled (gRPC), or its connection
   // closed (HTTP), freeing its thread, slot and model lease.
   double stream_stall_seconds = 30;

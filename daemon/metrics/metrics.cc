@@ -64,7 +64,13 @@ Metrics::Metrics()
                     .Name("df11_download_bytes_total")
                     .Help("Bytes of hub model files received into the hub cache, by source "
                           "(hub or peer)")
-                    .Register(*registry_)) {}
+                    .Register(*registry_)),
+      http_refused_(prometheus::BuildCounter()
+                        .Name("df11_http_refused_total")
+                        .Help("HTTP clients refused or dropped by the listener, by reason "
+                              "(connection_limit, client_connection_limit, header_timeout, "
+                              "body_timeout, body_too_large, header_too_large, busy, malformed)")
+                        .Register(*registry_)) {}
 
 void Metrics::RequestFinished(const std::string& tenant, const std::string& model,
                               const std::string& outcome) {
@@ -96,6 +102,10 @@ void Metrics::ModelLoad(const std::string& outcome, double seconds) {
 
 void Metrics::FilesReceived(const std::string& source, uint64_t bytes) {
   received_.Add({{"source", source}}).Increment(static_cast<double>(bytes));
+}
+
+void Metrics::HttpRefused(const std::string& reason) {
+  http_refused_.Add({{"reason", reason}}).Increment();
 }
 
 void Metrics::ModelEvicted(const std::string& tenant, const std::string& model) {

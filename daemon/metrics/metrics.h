@@ -43,6 +43,8 @@ class Metrics {
   void FilesReceived(const std::string& source, uint64_t bytes);
   // An engine step ran a different model than the step before on `device`.
   void ModelSwap(const std::string& device);
+  // The HTTP listener refused or dropped a client (http_listener.h names the reasons).
+  void HttpRefused(const std::string& reason);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -56,6 +58,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& evictions_;
   prometheus::Family<prometheus::Counter>& swaps_;
   prometheus::Family<prometheus::Counter>& received_;
+  prometheus::Family<prometheus::Counter>& http_refused_;
 };
 
 }  // namespace df11::metrics

@@ -10,7 +10,6 @@
 #include "daemon/server/log.h"
 #include "daemon/server/openai_api.h"
 #include "daemon/server/status_conversion.h"
-#include "httplib.h"
 
 namespace df11::server {
 namespace {
@@ -18,104 +17,77 @@ namespace {
 // How often a waiting request looks at its client.
 constexpr absl::Duration kPoll = absl::Milliseconds(100);
 
-void SendError(httplib::Response& res, const absl::Status& status) {
-  res.status = ToHttpStatus(status.code());
-  res.set_content(openai::ErrorBody(status), "application/json");
+void SendError(HttpResponse& res, const absl::Status& status) {
+  res.Send(ToHttpStatus(status.code()), "application/json", openai::ErrorBody(status));
 }
 
-// What a completion request carries from its handler to the content provider that streams it.
-struct Completion {
-  TenantLimits::Slot slot;  // one of the tenant's running requests, until the response ends
-  openai::Request request;
-  std::shared_ptr<scheduler::Job> job;
-  std::unique_ptr<openai::Responder> responder;
-  scheduler::Job::Update first;  // the first update, taken in the handler
-};
-
-// Streams `c` (SSE events, or the response object at the end) until the job is done or the client
-// goes away, which cancels the job.
-bool Provide(Node& node, Completion& c, httplib::DataSink& sink) {
-  auto write = [&](const std::string& text) {
-    if (text.empty()) return true;
-    const absl::Time start = absl::Now();
-    if (sink.write(text.data(), text.size())) return true;
-    // httplib gives up on a socket that stays unwritable for its write timeout,
-    // limits.stream_stall.
-    const absl::Duration stall = absl::Seconds(node.config().stream_stall_seconds);
-    if (absl::Now() - start >= stall - absl::Milliseconds(10)) {
-      const registry::ResidentModel& model = c.job->model();
+// Streams `job`'s updates to the client (SSE events, or the response object at the end) until the
+// job is done or the client goes away, which cancels the job.
+void Respond(Node& node, const openai::Request& request, scheduler::Job& job,
+             openai::Responder& responder, scheduler::Job::Update update, HttpResponse& res) {
+  auto gone = [&] {
+    if (res.stalled()) {
+      const registry::ResidentModel& model = job.model();
       node.metrics().StreamStalled(model.owner, model.name);
       Log(absl::StrCat("completion of ", model.name, ": the client read nothing for ",
-                       absl::FormatDuration(stall), "; cancelled"));
+                       absl::FormatDuration(absl::Seconds(node.config().stream_stall_seconds)),
+                       "; cancelled"));
     }
-    return false;
+    job.Cancel(absl::CancelledError("the client went away"));
   };
-  auto finish = [&](const scheduler::Job::Update& u) {
-    std::string text;
-    if (!u.status.ok()) {
-      // Too late for a status code: an error object, as OpenAI sends one mid-stream.
-      text = c.request.stream ? absl::StrCat(c.responder->Chunk(u.tokens),
-                                             "data: ", openai::ErrorBody(u.status), "\n\n")
-                              : openai::ErrorBody(u.status);
-    } else if (c.request.stream) {
-      text = c.responder->Chunk(u.tokens) +
-             c.responder->FinishStream(u.finish_reason, u.prompt_tokens, u.completion_tokens);
+  if (request.stream && !res.Start(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) {
+    return gone();
+  }
+  for (;;) {
+    if (update.done) break;
+    if (request.stream) {
+      if (!res.Write(responder.Chunk(update.tokens))) return gone();
     } else {
-      c.responder->Add(u.tokens);
-      text = c.responder->Body(u.finish_reason, u.prompt_tokens, u.completion_tokens);
+      responder.Add(update.tokens);
     }
-    const bool ok = write(text);
-    sink.done();
-    return ok;
-  };
-  auto take = [&](const scheduler::Job::Update& u) {
-    if (u.done) return finish(u);
-    if (!c.request.stream) {
-      c.responder->Add(u.tokens);
-      return true;
-    }
-    return write(c.responder->Chunk(u.tokens));
-  };
-  if (c.first.done || !c.first.tokens.empty()) {
-    scheduler::Job::Update first = std::move(c.first);
-    c.first = {};
-    if (!take(first)) {
-      c.job->Cancel(absl::CancelledError("the client went away"));
-      return false;
-    }
-    if (first.done) return true;
-  }
-  scheduler::Job::Update update;
-  while (!c.job->Next(&update, kPoll)) {
-    if (!sink.is_writable()) {
-      c.job->Cancel(absl::CancelledError("the client went away"));
-      return false;
+    update = {};
+    while (!job.Next(&update, kPoll)) {
+      if (res.ClientGone()) return gone();
     }
   }
-  if (!take(update)) {
-    c.job->Cancel(absl::CancelledError("the client went away"));
-    return false;
+  if (!request.stream) {
+    if (!update.status.ok()) {
+      // Too late for the status code only when streaming; here the error gets its own.
+      return SendError(res, update.status);
+    }
+    responder.Add(update.tokens);
+    if (!res.Send(200, "application/json",
+                  responder.Body(update.finish_reason, update.prompt_tokens,
+                                 update.completion_tokens))) {
+      gone();
+    }
+    return;
   }
-  return true;
+  // Too late for a status code: an error object, as OpenAI sends one mid-stream.
+  const std::string last =
+      update.status.ok()
+          ? responder.Chunk(update.tokens) + responder.FinishStream(update.finish_reason,
+                                                                    update.prompt_tokens,
+                                                                    update.completion_tokens)
+          : absl::StrCat(responder.Chunk(update.tokens), "data: ", openai::ErrorBody(update.status),
+                         "\n\n");
+  if (!res.Write(last) || !res.End()) gone();
 }
 
-void HandleCompletion(Node& node, bool chat, const httplib::Request& req, httplib::Response& res) {
+void HandleCompletion(Node& node, bool chat, const HttpRequest& req, HttpResponse& res) {
   absl::StatusOr<Caller> caller = CallerOf(node, req);
   if (!caller.ok()) return SendError(res, caller.status());
-  absl::StatusOr<openai::Request> parsed = openai::ParseRequest(req.body, chat);
-  if (!parsed.ok()) return SendError(res, parsed.status());
-  auto c = std::make_shared<Completion>();
-  c->request = *std::move(parsed);
-  absl::StatusOr<TenantLimits::Slot> slot =
-      node.AdmitRequest(*caller, absl::StrCat(req.remote_addr, ":", req.remote_port));
+  absl::StatusOr<openai::Request> request = openai::ParseRequest(req.body, chat);
+  if (!request.ok()) return SendError(res, request.status());
+  // One of the tenant's running requests, until the response ends.
+  absl::StatusOr<TenantLimits::Slot> slot = node.AdmitRequest(*caller, req.peer);
   if (!slot.ok()) return SendError(res, slot.status());
-  c->slot = *std::move(slot);
-  const std::string& name = c->request.generate.model();
+  const std::string& name = request->generate.model();
   absl::StatusOr<registry::ModelHandle> model = node.AcquireForRequest(
       *caller, name, "", absl::Now() + absl::Seconds(node.config().load_wait_seconds), nullptr);
   if (!model.ok()) return SendError(res, model.status());
   absl::StatusOr<runtime::GenerationRequest> prepared =
-      PrepareGenerate(c->request.generate, **model, node.config());
+      PrepareGenerate(request->generate, **model, node.config());
   if (!prepared.ok()) {
     node.metrics().RequestFinished((*model)->owner, (*model)->name, "invalid_argument");
     return SendError(res, prepared.status());
@@ -124,47 +96,43 @@ void HandleCompletion(Node& node, bool chat, const httplib::Request& req, httpli
   absl::StatusOr<std::shared_ptr<scheduler::Job>> job =
       node.scheduler().Submit(*std::move(model), *std::move(prepared));
   if (!job.ok()) return SendError(res, job.status());
-  c->job = *std::move(job);
-  c->responder =
-      std::make_unique<openai::Responder>(c->request, tokenizer, absl::ToUnixSeconds(absl::Now()));
+  openai::Responder responder(*request, tokenizer, absl::ToUnixSeconds(absl::Now()));
   // Until the first token the status code is still open: an error before it (the prefill) gets
   // its own code.
-  while (!c->job->Next(&c->first, kPoll)) {
+  scheduler::Job::Update first;
+  while (!(*job)->Next(&first, kPoll)) {
+    if (res.ClientGone()) return (*job)->Cancel(absl::CancelledError("the client went away"));
   }
-  if (c->first.done && !c->first.status.ok()) return SendError(res, c->first.status);
-  if (c->request.stream) res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      c->request.stream ? "text/event-stream" : "application/json",
-      [c, &node](size_t, httplib::DataSink& sink) { return Provide(node, *c, sink); },
-      [c](bool success) {
-        if (!success) c->job->Cancel(absl::CancelledError("the client went away"));
-      });
+  if (first.done && !first.status.ok()) return SendError(res, first.status);
+  Respond(node, *request, **job, responder, std::move(first), res);
 }
 
 }  // namespace
 
-absl::StatusOr<Caller> CallerOf(const Node& node, const httplib::Request& req) {
-  std::optional<std::string> header;
-  if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
+absl::StatusOr<Caller> CallerOf(const Node& node, const HttpRequest& req) {
   absl::StatusOr<Caller> caller = node.Authenticate(
-      header ? std::optional<absl::string_view>(*header) : std::nullopt, PeerSubject(req.ssl));
+      req.authorization ? std::optional<absl::string_view>(*req.authorization) : std::nullopt,
+      req.client_subject);
   if (caller.ok()) DF11_RETURN_IF_ERROR(RefusePeer(*caller));
   return caller;
 }
 
-void AddOpenAiRoutes(httplib::Server& server, Node& node) {
-  server.Get("/v1/models", [&node](const httplib::Request& req, httplib::Response& res) {
+bool ServeOpenAi(Node& node, const HttpRequest& req, HttpResponse& res) {
+  if (req.method == "GET" && req.path == "/v1/models") {
     absl::StatusOr<Caller> caller = CallerOf(node, req);
-    if (!caller.ok()) return SendError(res, caller.status());
-    res.set_content(openai::ModelList(node.ListModels(*caller), absl::ToUnixSeconds(absl::Now())),
-                    "application/json");
-  });
-  server.Post("/v1/completions", [&node](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(node, /*chat=*/false, req, res);
-  });
-  server.Post("/v1/chat/completions", [&node](const httplib::Request& req, httplib::Response& res) {
-    HandleCompletion(node, /*chat=*/true, req, res);
-  });
+    if (!caller.ok()) {
+      SendError(res, caller.status());
+    } else {
+      res.Send(200, "application/json",
+               openai::ModelList(node.ListModels(*caller), absl::ToUnixSeconds(absl::Now())));
+    }
+    return true;
+  }
+  if (req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions")) {
+    HandleCompletion(node, /*chat=*/req.path == "/v1/chat/completions", req, res);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace df11::server

@@ -7,21 +7,17 @@
 #ifndef DF11_DAEMON_SERVER_OPENAI_SERVER_H_
 #define DF11_DAEMON_SERVER_OPENAI_SERVER_H_
 
+#include "daemon/server/http_listener.h"
 #include "daemon/server/node.h"
-
-namespace httplib {
-class Server;
-struct Request;
-}  // namespace httplib
 
 namespace df11::server {
 
 // The caller of an HTTP request, from its Authorization header (and its client certificate under
 // mutual TLS): Node::Authenticate.
-absl::StatusOr<Caller> CallerOf(const Node& node, const httplib::Request& req);
+absl::StatusOr<Caller> CallerOf(const Node& node, const HttpRequest& req);
 
-// Adds the routes to `server`; `node` must outlive it.
-void AddOpenAiRoutes(httplib::Server& server, Node& node);
+// Serves `req` when it is one of the API's routes (and returns true); false for any other route.
+bool ServeOpenAi(Node& node, const HttpRequest& req, HttpResponse& res);
 
 }  // namespace df11::server
 

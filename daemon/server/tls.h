@@ -5,7 +5,7 @@
 //
 //   DF11_ASSIGN_OR_RETURN(std::unique_ptr<TlsFiles> tls, TlsFiles::Create(config));
 //   builder.AddListeningPort(address, tls->GrpcCredentials());
-//   httplib::SSLServer https([&](SSL_CTX& ctx) { return tls->SetUpHttpContext(ctx); });
+//   options.set_up_tls = [&](SSL_CTX& ctx) { return tls->SetUpHttpContext(ctx); };  // HTTP
 #ifndef DF11_DAEMON_SERVER_TLS_H_
 #define DF11_DAEMON_SERVER_TLS_H_
 

@@ -70,7 +70,12 @@ limits:
   max_concurrent_loads: 3
   max_request_bytes: 64KiB
   load_wait: 90s
-  http_connections: 16
+  http_requests: 16
+  http_max_connections: 100
+  http_max_connections_per_client: 20
+  http_idle_timeout: 5s
+  http_header_timeout: 2s
+  http_body_timeout: 3s
 shutdown: {drain: 250ms}
 )",
                                          "");
@@ -99,7 +104,12 @@ shutdown: {drain: 250ms}
   EXPECT_EQ(c->max_concurrent_loads, 3);
   EXPECT_EQ(c->max_request_bytes, 64 << 10);
   EXPECT_DOUBLE_EQ(c->load_wait_seconds, 90);
-  EXPECT_EQ(c->http_connections, 16);
+  EXPECT_EQ(c->http_requests, 16);
+  EXPECT_EQ(c->http_max_connections, 100);
+  EXPECT_EQ(c->http_max_connections_per_client, 20);
+  EXPECT_DOUBLE_EQ(c->http_idle_timeout_seconds, 5);
+  EXPECT_DOUBLE_EQ(c->http_header_timeout_seconds, 2);
+  EXPECT_DOUBLE_EQ(c->http_body_timeout_seconds, 3);
   EXPECT_DOUBLE_EQ(c->drain_seconds, 0.25);
   ASSERT_EQ(c->catalog.size(), 2u);
   EXPECT_EQ(c->catalog[0].name, "chat");
@@ -219,7 +229,10 @@ TEST(ConfigTest, ErrorsNameTheField) {
       {"catalog: [{source: a, device: tpu}]", "catalog[0].device"},
       {"on_demand: maybe", "on_demand"},
       {"limits: {load_wait: soon}", "limits.load_wait"},
-      {"limits: {http_connections: 0}", "limits.http_connections"},
+      {"limits: {http_requests: 0}", "limits.http_requests"},
+      {"limits: {http_connections: 16}", "limits.http_connections"},  // before http_requests
+      {"limits: {http_max_connections_per_client: 0}", "limits.http_max_connections_per_client"},
+      {"limits: {http_header_timeout: 0s}", "limits.http_header_timeout"},
       {"hub: {endpoint: ftp://x}", "hub.endpoint"},
       {"hub: {offline: 2}", "hub.offline"},
       {"limits: {max_tokens: 0}", "limits.max_tokens"},
