@@ -1,5 +1,6 @@
 #include "daemon/server/http_listener.h"
 
+#include <openssl/x509.h>
 #include <poll.h>
 
 #include <atomic>
@@ -22,8 +23,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/server/log.h"
-#include "daemon/server/tls.h"
 
 namespace df11::server {
 namespace {
@@ -39,6 +38,21 @@ using tcp = net::ip::tcp;
 constexpr auto kCloseTime = std::chrono::seconds(2);
 // Bytes taken from the socket per read; the read buffer holds the headers and one such read.
 constexpr size_t kReadBytes = 64 << 10;
+
+// The subject of the client's certificate in RFC 2253 form ("CN=team-a-ci,O=Example"), as gRPC
+// reports it in its x509_subject property; "" when the client sent none.
+std::string ClientSubject(const SSL* ssl) {
+  X509* peer = SSL_get1_peer_certificate(ssl);
+  if (peer == nullptr) return "";
+  BIO* bio = BIO_new(BIO_s_mem());
+  X509_NAME_print_ex(bio, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253);
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio, &data);
+  std::string subject(data, static_cast<size_t>(size));
+  BIO_free(bio);
+  X509_free(peer);
+  return subject;
+}
 
 std::chrono::steady_clock::duration Chrono(absl::Duration d) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -144,7 +158,7 @@ class Session : public Connection,
             if (ec == beast::error::timeout) self->listener_.Refused("header_timeout");
             return self->Close();
           }
-          self->subject_ = PeerSubject(self->stream_.native_handle());
+          self->subject_ = ClientSubject(self->stream_.native_handle());
           self->ReadRequest(self->options_.header_timeout);
         });
       } else {
@@ -305,7 +319,9 @@ class Session : public Connection,
     try {
       listener_.handler_(request, *this);
     } catch (const std::exception& e) {
-      Log(absl::StrCat("HTTP ", request.method, " ", request.path, ": ", e.what()));
+      if (options_.log) {
+        options_.log(absl::StrCat("HTTP ", request.method, " ", request.path, ": ", e.what()));
+      }
     }
     if (!responded_) {
       Send(500, options_.error_content_type,
@@ -475,7 +491,7 @@ void HttpListener::Impl::Run() {
           ioc_.run();
           return;
         } catch (const std::exception& e) {
-          Log(absl::StrCat("HTTP listener: ", e.what()));
+          if (options_.log) options_.log(absl::StrCat("HTTP listener: ", e.what()));
         }
       }
     });

@@ -100,6 +100,8 @@ class HttpListener {
     // "client_connection_limit", "header_timeout", "body_timeout", "body_too_large",
     // "header_too_large", "busy" or "malformed". May be empty.
     std::function<void(std::string_view reason)> on_refused;
+    // Where a handler's exception is told (the request gets 500). May be empty.
+    std::function<void(const std::string& message)> log;
   };
 
   // Binds and starts serving: kUnavailable naming the address when it cannot listen,

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "daemon/audit/audit.h"
+#include "daemon/server/log.h"
 #include "daemon/server/node_collector.h"
 #include "daemon/server/openai_api.h"
 #include "daemon/server/openai_server.h"
@@ -42,6 +43,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   options.on_refused = [&node](std::string_view reason) {
     node.metrics().HttpRefused(std::string(reason));
   };
+  options.log = [](const std::string& message) { Log(message); };
   std::unique_ptr<HttpServer> http(new HttpServer(node, std::move(metrics)));
   DF11_ASSIGN_OR_RETURN(http->listener_,
                         HttpListener::Start(std::move(options),

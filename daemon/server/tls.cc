@@ -204,18 +204,4 @@ bool TlsFiles::SetUpHttpContext(SSL_CTX& ctx) {
   return true;
 }
 
-std::string PeerSubject(const SSL* ssl) {
-  if (ssl == nullptr) return "";
-  X509* peer = SSL_get1_peer_certificate(ssl);
-  if (peer == nullptr) return "";
-  BIO* bio = BIO_new(BIO_s_mem());
-  X509_NAME_print_ex(bio, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253);
-  char* data = nullptr;
-  const long size = BIO_get_mem_data(bio, &data);
-  std::string subject(data, static_cast<size_t>(size));
-  BIO_free(bio);
-  X509_free(peer);
-  return subject;
-}
-
 }  // namespace df11::server

@@ -61,10 +61,6 @@ class TlsFiles {
   std::thread watcher_;
 };
 
-// The subject of the peer's certificate in RFC 2253 form ("CN=team-a-ci,O=Example"), as gRPC
-// reports it in its x509_subject property; "" when the peer sent none.
-std::string PeerSubject(const SSL* ssl);
-
 }  // namespace df11::server
 
 #endif  // DF11_DAEMON_SERVER_TLS_H_
