@@ -66,7 +66,8 @@ absl::StatusOr<CheckedSource> CheckModelRoots(const std::string& source,
     const fs::path real = fs::canonical(it->path(), entry_ec);
     // A link to nothing: what it names could appear later, anywhere.
     if (entry_ec) return denied(absl::StrCat(it->path().string(), ", a link to nothing,"));
-    if (!allowed(real)) return denied(absl::StrCat(it->path().string(), " (", real.string(), ")"));
+    // Where the link leads is not the caller's to learn: only the path it gave is named.
+    if (!allowed(real)) return denied(absl::StrCat(it->path().string(), ", a link out of them,"));
   }
   if (ec) return absl::PermissionDeniedError(absl::StrCat("source: cannot list ", source));
   return CheckedSource{.source = dir.string(), .hub = false};

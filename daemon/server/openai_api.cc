@@ -46,6 +46,15 @@ absl::StatusOr<int64_t> Integer(const Json& v, const char* key) {
   return Invalid(key, "must be an integer");
 }
 
+// A token id: an integer from 0 to int32's maximum, as the wire API carries it (never truncated).
+absl::StatusOr<int32_t> TokenId(const Json& v, const char* key) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= std::numeric_limits<int32_t>::max()) {
+    return static_cast<int32_t>(v.get<uint64_t>());
+  }
+  return Invalid(key, absl::StrCat("token ids must be integers from 0 to ",
+                                   std::numeric_limits<int32_t>::max(), " (got ", v.dump(), ")"));
+}
+
 absl::StatusOr<bool> Boolean(const Json& v, const char* key) {
   if (!v.is_boolean()) return Invalid(key, "must be true or false");
   return v.get<bool>();
@@ -114,11 +123,8 @@ absl::Status ParsePrompt(const Json& body, df11::v1::GenerateRequest& g) {
     return Invalid("prompt", "must be a string or a non-empty list of token ids");
   }
   for (const Json& id : *p) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-      return Invalid("prompt", "token ids must be integers >= 0");
-    }
-    g.mutable_token_ids()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
+    DF11_ASSIGN_OR_RETURN(const int32_t token, TokenId(id, "prompt"));
+    g.mutable_token_ids()->add_ids(token);
   }
   return absl::OkStatus();
 }
@@ -180,8 +186,8 @@ absl::Status ParseLimits(const Json& body, bool chat, df11::v1::GenerateRequest&
   if (const Json* v = Get(body, "stop_token_ids")) {
     if (!v->is_array()) return Invalid("stop_token_ids", "must be a list of token ids");
     for (const Json& id : *v) {
-      if (!id.is_number_integer()) return Invalid("stop_token_ids", "must be a list of token ids");
-      g.add_stop_token_ids(static_cast<int32_t>(id.get<int64_t>()));
+      DF11_ASSIGN_OR_RETURN(const int32_t token, TokenId(id, "stop_token_ids"));
+      g.add_stop_token_ids(token);
     }
   }
   if (const Json* v = Get(body, "ignore_eos")) {

@@ -84,6 +84,10 @@ TEST_F(ModelRootsTest, SymlinksOutOfARootAreDenied) {
   fs::create_directories(base_ + "/models/trap");
   fs::create_symlink(base_ + "/secret.txt", base_ + "/models/trap/model.safetensors");
   EXPECT_EQ(Check(base_ + "/models/trap"), absl::StatusCode::kPermissionDenied);
+  // The message names the path the caller gave, never where the link leads.
+  const absl::Status trap = CheckModelRoots(base_ + "/models/trap", roots_).status();
+  EXPECT_THAT(trap.message(), HasSubstr(base_ + "/models/trap/model.safetensors, a link out"));
+  EXPECT_THAT(trap.message(), ::testing::Not(HasSubstr("secret")));
   // A folder in a folder in it.
   fs::create_directories(base_ + "/models/deep/sub");
   fs::create_directory_symlink("/etc", base_ + "/models/deep/sub/etc");

@@ -97,6 +97,10 @@ TEST(OpenAiRequestTest, BadRequestsNameTheirParameter) {
       {R"({"model": "m", "prompt": "x", "max_tokens": 0})", "max_tokens"},
       {R"({"model": "m", "prompt": "x", "max_tokens": 1.5})", "max_tokens"},
       {R"({"model": "m", "prompt": "x", "stop": 3})", "stop"},
+      {R"({"model": "m", "prompt": [2147483648]})", "prompt"},
+      {R"({"model": "m", "prompt": "x", "stop_token_ids": [1099511627776]})", "stop_token_ids"},
+      {R"({"model": "m", "prompt": "x", "stop_token_ids": [-1]})", "stop_token_ids"},
+      {R"({"model": "m", "prompt": "x", "stop_token_ids": [1.5]})", "stop_token_ids"},
       {R"({"model": "m", "prompt": "x", "top_k": -2})", "top_k"},
       {R"({"model": "m", "prompt": "x", "logprobs": 9})", "logprobs"},
       {R"({"model": "m", "prompt": "x", "stream_options": {"include_usage": true}})",
@@ -130,6 +134,17 @@ TEST(OpenAiRequestTest, BadRequestsNameTheirParameter) {
     absl::StatusOr<Request> r = ParseRequest(body, true);
     EXPECT_EQ(ParamOf(r.status()), param) << r.status();
   }
+  // Token ids are range-checked as the int32 they become, never truncated.
+  EXPECT_THAT(
+      ParseRequest(R"({"model": "m", "prompt": "x", "stop_token_ids": [1099511627776]})", false)
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("from 0 to 2147483647 (got 1099511627776)")));
+  DF11_ASSERT_OK_AND_ASSIGN(
+      Request largest,
+      ParseRequest(R"({"model": "m", "prompt": [2147483647], "stop_token_ids": [2147483647]})",
+                   false));
+  EXPECT_THAT(largest.generate.stop_token_ids(), ::testing::ElementsAre(2147483647));
   EXPECT_THAT(ParseRequest("{not json", false).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not JSON")));
 }
