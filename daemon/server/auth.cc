@@ -133,8 +133,33 @@ absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_vi
   return CallerLocked(*found);
 }
 
+namespace {
+
+std::string Credential(const config::TokenEntry& entry) {
+  if (!entry.has_sha256) return absl::StrCat("subject:", entry.subject);
+  return absl::StrCat("sha256:", absl::string_view(reinterpret_cast<const char*>(entry.sha256.data()),
+                                                   entry.sha256.size()));
+}
+
+}  // namespace
+
+bool Authenticator::StillValid(const Caller& caller) const {
+  absl::MutexLock lock(&mu_);
+  for (const config::TokenEntry& entry : file_.tokens) {
+    if (entry.tenant == caller.tenant && entry.role == caller.role &&
+        Credential(entry) == caller.credential) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Caller Authenticator::CallerLocked(const config::TokenEntry& entry) const {
-  Caller caller{.token_name = entry.name, .tenant = entry.tenant, .role = entry.role, .quota = {}};
+  Caller caller{.token_name = entry.name,
+                .tenant = entry.tenant,
+                .role = entry.role,
+                .quota = {},
+                .credential = Credential(entry)};
   if (auto it = file_.quotas.find(entry.tenant); it != file_.quotas.end())
     caller.quota = it->second;
   return caller;

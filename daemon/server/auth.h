@@ -29,6 +29,9 @@ struct Caller {
   std::string tenant;
   config::Role role = config::Role::kUser;
   config::TenantQuota quota;
+  // What matched in the tokens file (the token's hash, or the certificate's subject); "" without
+  // auth. A call in flight ends when its credential leaves the file (Authenticator::StillValid).
+  std::string credential;
 
   bool admin() const { return role == config::Role::kAdmin; }
   // Another node of the cluster: it may only read blobs (ShardService).
@@ -58,6 +61,10 @@ class Authenticator {
   // or unknown token; the message says which, and nothing else.
   absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization,
                                       absl::string_view subject = "") const;
+
+  // Whether the tokens file still lists `caller`'s credential, with its tenant and role: false
+  // once the token was revoked (or moved), which ends the caller's calls in flight.
+  bool StillValid(const Caller& caller) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reads the file again if its text changed (the watcher does this every 2 s).
   void Reload();

@@ -264,8 +264,11 @@ grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
         absl::CancelledError(stalled ? "the client stopped reading" : "the client went away"));
     return false;
   };
+  AuthorizationWatch authorized(node_, caller);
   scheduler::Job::Update update;
   while (true) {
+    // A revoked token ends the call: the job stops before its next step with that status.
+    if (absl::Status still = authorized.Check(); !still.ok()) (*job)->Cancel(still);
     if (!(*job)->Next(&update, kPoll)) {
       if (context->IsCancelled()) {
         (*job)->Cancel(absl::CancelledError("the client cancelled the request"));

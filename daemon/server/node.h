@@ -21,8 +21,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/config/config.h"
 #include "daemon/hub/settings.h"
@@ -151,6 +153,10 @@ class Node {
   // listed token.
   absl::StatusOr<Caller> Authenticate(std::optional<absl::string_view> authorization,
                                       absl::string_view subject = "") const;
+  // Whether `caller`'s token is still in the tokens file (always, without auth).
+  bool StillAuthorized(const Caller& caller) const {
+    return auth_ == nullptr || auth_->StillValid(caller);
+  }
   // The listeners' TLS files (config tls:), null without TLS.
   TlsFiles* tls() const { return tls_.get(); }
   // Whether `caller` may LoadModel or EstimateModel `source`: under model_roots (model_roots.h),
@@ -212,6 +218,28 @@ class Node {
   // On-demand loads by model name.
   std::map<std::string, std::shared_ptr<PendingLoad>> loads_ ABSL_GUARDED_BY(loads_mu_);
   int load_threads_ ABSL_GUARDED_BY(loads_mu_) = 0;  // running
+};
+
+// For the loops that serve a call in flight: asks the node, at most twice a second, whether the
+// caller's token is still listed, so that revoking it ends the call within the tokens file's
+// reload interval (2 s) and half a second.
+class AuthorizationWatch {
+ public:
+  AuthorizationWatch(const Node& node, const Caller& caller) : node_(node), caller_(caller) {}
+  // kUnauthenticated naming the token once it was revoked; OK until then.
+  absl::Status Check() {
+    const absl::Time now = absl::Now();
+    if (now < next_) return absl::OkStatus();
+    next_ = now + absl::Milliseconds(500);
+    if (node_.StillAuthorized(caller_)) return absl::OkStatus();
+    return absl::UnauthenticatedError(
+        absl::StrCat("token ", caller_.token_name, " was revoked while the request ran"));
+  }
+
+ private:
+  const Node& node_;
+  const Caller& caller_;
+  absl::Time next_ = absl::InfinitePast();
 };
 
 }  // namespace df11::server

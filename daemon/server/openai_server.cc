@@ -24,7 +24,8 @@ void SendError(HttpResponse& res, const absl::Status& status) {
 // Streams `job`'s updates to the client (SSE events, or the response object at the end) until the
 // job is done or the client goes away, which cancels the job.
 void Respond(Node& node, const openai::Request& request, scheduler::Job& job,
-             openai::Responder& responder, scheduler::Job::Update update, HttpResponse& res) {
+             openai::Responder& responder, scheduler::Job::Update update,
+             AuthorizationWatch& authorized, HttpResponse& res) {
   auto gone = [&] {
     if (res.stalled()) {
       const registry::ResidentModel& model = job.model();
@@ -46,9 +47,11 @@ void Respond(Node& node, const openai::Request& request, scheduler::Job& job,
       responder.Add(update.tokens);
     }
     update = {};
-    while (!job.Next(&update, kPoll)) {
+    do {
+      // A revoked token ends the request: the job stops before its next step with that status.
+      if (absl::Status still = authorized.Check(); !still.ok()) job.Cancel(still);
       if (res.ClientGone()) return gone();
-    }
+    } while (!job.Next(&update, kPoll));
   }
   if (!request.stream) {
     if (!update.status.ok()) {
@@ -99,12 +102,14 @@ void HandleCompletion(Node& node, bool chat, const HttpRequest& req, HttpRespons
   openai::Responder responder(*request, tokenizer, absl::ToUnixSeconds(absl::Now()));
   // Until the first token the status code is still open: an error before it (the prefill) gets
   // its own code.
+  AuthorizationWatch authorized(node, *caller);
   scheduler::Job::Update first;
   while (!(*job)->Next(&first, kPoll)) {
+    if (absl::Status still = authorized.Check(); !still.ok()) (*job)->Cancel(still);
     if (res.ClientGone()) return (*job)->Cancel(absl::CancelledError("the client went away"));
   }
   if (first.done && !first.status.ok()) return SendError(res, first.status);
-  Respond(node, *request, **job, responder, std::move(first), res);
+  Respond(node, *request, **job, responder, std::move(first), authorized, res);
 }
 
 }  // namespace

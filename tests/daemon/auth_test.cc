@@ -350,5 +350,80 @@ TEST(AuthConfigTest, BeyondLoopbackWithoutTokensNeedsInsecure) {
   fs::remove_all(dir);
 }
 
+
+// A token revoked while its generations run ends them (gRPC and HTTP alike) within the tokens
+// file's reload interval, with UNAUTHENTICATED naming the token.
+TEST(TokenRevocationTest, RevokingATokenEndsItsGenerationsInFlight) {
+  const std::string dir = testing::MakeTempDir();
+  // A small model with a long context: 12,000 tokens take longer than a revocation.
+  const std::string model = testing::MakeTestModel(dir, "long", "qwen3", false, 5, DemoDir());
+  {
+    std::ifstream in(model + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    config["max_position_embeddings"] = 16384;
+    std::ofstream(model + "/config.json") << config.dump(2);
+  }
+  const std::string tokens = dir + "/tokens.yaml";
+  WriteTokens(tokens, kToken, "ci");
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon
+                  .Start(absl::StrCat("preload: [{source: ", model, ", name: long, pin: true}]\n",
+                                      "auth: {tokens_file: ", tokens, "}\n",
+                                      "limits: {max_tokens: 12000}\n"),
+                         dir)
+                  .ok());
+  // Waits until `token` is (or is no longer) accepted.
+  auto wait_for = [&](const std::string& token, bool accepted) {
+    auto c = *client::Df11Client::Connect(daemon.address(), {.token = token});
+    for (int i = 0; i < 100; ++i) {
+      if (c->ListModels({.timeout = absl::Seconds(5)}).ok() == accepted) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+
+  v1::GenerateRequest generate;
+  generate.set_model("long");
+  generate.set_text("def ");
+  generate.set_max_tokens(12000);
+  generate.set_ignore_eos(true);
+  auto c = *client::Df11Client::Connect(daemon.address(), {.token = kToken});
+  int tokens_seen = 0;
+  const absl::Status grpc = c->Generate(generate, [&](const v1::GenerateResponse& r) {
+    if (tokens_seen == 0) WriteTokens(tokens, kOtherToken, "other");
+    tokens_seen += r.token_ids_size();
+    return true;
+  });
+  EXPECT_THAT(grpc, StatusIs(absl::StatusCode::kUnauthenticated,
+                             HasSubstr("token ci was revoked while the request ran")));
+  EXPECT_LT(tokens_seen, 12000);
+
+  WriteTokens(tokens, kToken, "ci");
+  ASSERT_TRUE(wait_for(kToken, true));
+  httplib::Client http("127.0.0.1", daemon.http_port());
+  http.set_read_timeout(std::chrono::seconds(60));
+  std::string body;
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.headers = {{"Authorization", absl::StrCat("Bearer ", kToken)}};
+  request.body = R"({"model": "long", "prompt": "def ", "max_tokens": 12000, "ignore_eos": true,
+                     "stream": true})";
+  request.set_header("Content-Type", "application/json");
+  request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (body.empty()) WriteTokens(tokens, kOtherToken, "other");
+    body.append(data, size);
+    return true;
+  };
+  httplib::Response response;
+  httplib::Error error = httplib::Error::Success;
+  ASSERT_TRUE(http.send(request, response, error)) << httplib::to_string(error);
+  EXPECT_EQ(response.status, 200);
+  EXPECT_THAT(body, HasSubstr("token ci was revoked while the request ran"));
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("[DONE]")));
+  EXPECT_EQ(daemon.Terminate(), 0);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace df11
