@@ -265,6 +265,12 @@ class Session : public Connection,
     const auto& req = parser_->get();
     version_ = req.version();
     keep_alive_ = req.keep_alive();
+    // Taken now: Beast merges a chunked body's trailer fields into the headers, and a trailer
+    // must not authenticate (RFC 9110, 6.5.1).
+    authorization_.reset();
+    if (auto it = req.find(http::field::authorization); it != req.end()) {
+      authorization_ = std::string(it->value());
+    }
     if (parser_->is_done()) return Dispatch();
     tcp().expires_after(Chrono(options_.body_timeout));
     auto read = [self = this->shared_from_this()] {
@@ -274,7 +280,8 @@ class Session : public Connection,
                          self->Dispatch();
                        });
     };
-    if (!beast::iequals(req[http::field::expect], "100-continue")) return read();
+    // HTTP/1.0 has no 100 Continue: its client sends the body anyway.
+    if (version_ < 11 || !beast::iequals(req[http::field::expect], "100-continue")) return read();
     continue_ = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
                                                                    version_);
     http::async_write(stream_, *continue_,
@@ -299,9 +306,7 @@ class Session : public Connection,
     request.method = std::string(req.method_string());
     const std::string_view target = req.target();
     request.path = std::string(target.substr(0, target.find('?')));
-    if (auto it = req.find(http::field::authorization); it != req.end()) {
-      request.authorization = std::string(it->value());
-    }
+    request.authorization = std::move(authorization_);
     request.body = std::move(req.body());
     request.peer = peer_;
     request.client_subject = subject_;
@@ -322,6 +327,8 @@ class Session : public Connection,
       if (options_.log) {
         options_.log(absl::StrCat("HTTP ", request.method, " ", request.path, ": ", e.what()));
       }
+    } catch (...) {
+      if (options_.log) options_.log(absl::StrCat("HTTP ", request.method, " ", request.path));
     }
     if (!responded_) {
       Send(500, options_.error_content_type,
@@ -441,6 +448,7 @@ class Session : public Connection,
   beast::flat_buffer buffer_;
   std::string subject_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<std::string> authorization_;  // of the request being read
   std::shared_ptr<http::response<http::empty_body>> continue_;
   std::atomic<bool> closed_{false};
   // The request in progress; the strand and the handler's thread take turns with them.

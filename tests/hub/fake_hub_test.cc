@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback.h"
 
 namespace df11::testing {
 namespace {
@@ -98,17 +99,10 @@ int Port(const std::string& endpoint) {
 std::vector<std::pair<std::string, std::string>> Exchange(
     int port, const std::vector<std::string>& requests) {
   std::vector<std::pair<std::string, std::string>> responses;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return responses;
   timeval tv{.tv_sec = 5, .tv_usec = 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return responses;
-  }
   std::string buffer;
   for (const std::string& request : requests) {
     if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
