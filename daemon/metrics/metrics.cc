@@ -69,7 +69,8 @@ Metrics::Metrics()
                         .Name("df11_http_refused_total")
                         .Help("HTTP clients refused or dropped by the listener, by reason "
                               "(connection_limit, client_connection_limit, header_timeout, "
-                              "body_timeout, body_too_large, header_too_large, busy, malformed)")
+                              "body_timeout, body_too_large, header_too_large, busy, malformed, "
+                              "stopping)")
                         .Register(*registry_)) {}
 
 void Metrics::RequestFinished(const std::string& tenant, const std::string& model,

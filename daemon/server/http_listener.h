@@ -98,7 +98,7 @@ class HttpListener {
     std::string error_content_type = "application/json";
     // Told each time the listener refuses or drops a client: "connection_limit",
     // "client_connection_limit", "header_timeout", "body_timeout", "body_too_large",
-    // "header_too_large", "busy" or "malformed". May be empty.
+    // "header_too_large", "busy", "malformed" or "stopping". May be empty.
     std::function<void(std::string_view reason)> on_refused;
     // Where a handler's exception is told (the request gets 500). May be empty.
     std::function<void(const std::string& message)> log;

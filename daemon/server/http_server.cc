@@ -56,9 +56,10 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
 
 void HttpServer::Serve(const HttpRequest& req, HttpResponse& res) {
   // The OpenAI API (and /metrics when auth.metrics is token) needs a caller's token.
-  const bool guarded = absl::StartsWith(req.path, "/v1/") || req.path == "/v1" ||
-                       (req.path == "/metrics" && node_.config().metrics_need_token);
-  absl::StatusOr<Caller> caller = guarded ? CallerOf(node_, req) : absl::StatusOr<Caller>();
+  const bool api = absl::StartsWith(req.path, "/v1/") || req.path == "/v1";
+  const bool guarded = api || (req.path == "/metrics" && node_.config().metrics_need_token);
+  // Asked of every request (a hash of its token); only the guarded routes need the answer.
+  const absl::StatusOr<Caller> caller = CallerOf(node_, req);
   if (guarded && !caller.ok()) {
     if (absl::IsPermissionDenied(caller.status())) {  // a known token that may not (a peer)
       res.Send(403, "application/json", openai::ErrorBody(caller.status()));
@@ -69,7 +70,7 @@ void HttpServer::Serve(const HttpRequest& req, HttpResponse& res) {
              {{"WWW-Authenticate", "Bearer"}});
     return;
   }
-  if (ServeOpenAi(node_, req, res)) return;
+  if (api && ServeOpenAi(node_, *caller, req, res)) return;
   if (req.method == "GET" && req.path == "/metrics") {
     std::vector<prometheus::MetricFamily> families;
     for (const auto& c : metrics_) {

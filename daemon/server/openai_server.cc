@@ -77,17 +77,16 @@ void Respond(Node& node, const openai::Request& request, scheduler::Job& job,
   if (!res.Write(last) || !res.End()) gone();
 }
 
-void HandleCompletion(Node& node, bool chat, const HttpRequest& req, HttpResponse& res) {
-  absl::StatusOr<Caller> caller = CallerOf(node, req);
-  if (!caller.ok()) return SendError(res, caller.status());
+void HandleCompletion(Node& node, const Caller& caller, bool chat, const HttpRequest& req,
+                      HttpResponse& res) {
   absl::StatusOr<openai::Request> request = openai::ParseRequest(req.body, chat);
   if (!request.ok()) return SendError(res, request.status());
   // One of the tenant's running requests, until the response ends.
-  absl::StatusOr<TenantLimits::Slot> slot = node.AdmitRequest(*caller, req.peer);
+  absl::StatusOr<TenantLimits::Slot> slot = node.AdmitRequest(caller, req.peer);
   if (!slot.ok()) return SendError(res, slot.status());
   const std::string& name = request->generate.model();
   absl::StatusOr<registry::ModelHandle> model = node.AcquireForRequest(
-      *caller, name, "", absl::Now() + absl::Seconds(node.config().load_wait_seconds), nullptr);
+      caller, name, "", absl::Now() + absl::Seconds(node.config().load_wait_seconds), nullptr);
   if (!model.ok()) return SendError(res, model.status());
   absl::StatusOr<runtime::GenerationRequest> prepared =
       PrepareGenerate(request->generate, **model, node.config());
@@ -102,7 +101,7 @@ void HandleCompletion(Node& node, bool chat, const HttpRequest& req, HttpRespons
   openai::Responder responder(*request, tokenizer, absl::ToUnixSeconds(absl::Now()));
   // Until the first token the status code is still open: an error before it (the prefill) gets
   // its own code.
-  AuthorizationWatch authorized(node, *caller);
+  AuthorizationWatch authorized(node, caller);
   scheduler::Job::Update first;
   while (!(*job)->Next(&first, kPoll)) {
     if (absl::Status still = authorized.Check(); !still.ok()) (*job)->Cancel(still);
@@ -122,19 +121,14 @@ absl::StatusOr<Caller> CallerOf(const Node& node, const HttpRequest& req) {
   return caller;
 }
 
-bool ServeOpenAi(Node& node, const HttpRequest& req, HttpResponse& res) {
+bool ServeOpenAi(Node& node, const Caller& caller, const HttpRequest& req, HttpResponse& res) {
   if (req.method == "GET" && req.path == "/v1/models") {
-    absl::StatusOr<Caller> caller = CallerOf(node, req);
-    if (!caller.ok()) {
-      SendError(res, caller.status());
-    } else {
-      res.Send(200, "application/json",
-               openai::ModelList(node.ListModels(*caller), absl::ToUnixSeconds(absl::Now())));
-    }
+    res.Send(200, "application/json",
+             openai::ModelList(node.ListModels(caller), absl::ToUnixSeconds(absl::Now())));
     return true;
   }
   if (req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions")) {
-    HandleCompletion(node, /*chat=*/req.path == "/v1/chat/completions", req, res);
+    HandleCompletion(node, caller, /*chat=*/req.path == "/v1/chat/completions", req, res);
     return true;
   }
   return false;

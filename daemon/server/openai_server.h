@@ -16,8 +16,9 @@ namespace df11::server {
 // mutual TLS): Node::Authenticate.
 absl::StatusOr<Caller> CallerOf(const Node& node, const HttpRequest& req);
 
-// Serves `req` when it is one of the API's routes (and returns true); false for any other route.
-bool ServeOpenAi(Node& node, const HttpRequest& req, HttpResponse& res);
+// Serves `req` for `caller` (CallerOf, checked once by the server) when it is one of the API's
+// routes, and returns true; false for any other route.
+bool ServeOpenAi(Node& node, const Caller& caller, const HttpRequest& req, HttpResponse& res);
 
 }  // namespace df11::server
 
