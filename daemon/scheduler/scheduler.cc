@@ -63,16 +63,38 @@ bool Job::cancelled(absl::Status* why) {
   return !cancel_.ok();
 }
 
+void Job::OnUpdate(std::function<void()> notify) {
+  absl::MutexLock lock(&notify_mu_);
+  notify_ = std::move(notify);
+  bool has_update;
+  {
+    absl::MutexLock state(&mu_);
+    has_update = HasUpdate();
+  }
+  if (notify_ && has_update) notify_();
+}
+
+void Job::Notify() {
+  absl::MutexLock lock(&notify_mu_);
+  if (notify_) notify_();
+}
+
 void Job::Publish(const runtime::GeneratedToken& token) {
-  absl::MutexLock lock(&mu_);
-  pending_.push_back(token);
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.push_back(token);
+  }
+  Notify();
 }
 
 void Job::Finish(absl::Status status, runtime::GenerationResult result) {
-  absl::MutexLock lock(&mu_);
-  done_ = true;
-  status_ = std::move(status);
-  result_ = std::move(result);
+  {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    status_ = std::move(status);
+    result_ = std::move(result);
+  }
+  Notify();
 }
 
 Scheduler::Scheduler(const Options& options, runtime::Backend& backend,

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -68,6 +69,11 @@ class Job {
   bool Next(Update* update, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops the request: it ends with `why` (kCancelled) before its next step.
   void Cancel(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls `notify` whenever Next has something new: at once when it has already, else from the
+  // engine's thread, so `notify` must not block. A caller that waits for no thread (a gRPC
+  // callback stream) uses it instead of a blocking Next. Null stops the calls: once that returns,
+  // none is running.
+  void OnUpdate(std::function<void()> notify) ABSL_LOCKS_EXCLUDED(notify_mu_, mu_);
 
   const registry::ResidentModel& model() const { return *model_; }
 
@@ -77,6 +83,8 @@ class Job {
   void Publish(const runtime::GeneratedToken& token) ABSL_LOCKS_EXCLUDED(mu_);
   void Finish(absl::Status status, runtime::GenerationResult result) ABSL_LOCKS_EXCLUDED(mu_);
   bool cancelled(absl::Status* why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls the OnUpdate listener, if any.
+  void Notify() ABSL_LOCKS_EXCLUDED(notify_mu_);
   // Whether Next has something to deliver.
   bool HasUpdate() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -88,6 +96,9 @@ class Job {
   std::unique_ptr<runtime::Sequence> sequence_;  // from its first turn on
   uint64_t kv_bytes_ = 0;
 
+  // Taken before mu_ (OnUpdate), never while holding it.
+  absl::Mutex notify_mu_;
+  std::function<void()> notify_ ABSL_GUARDED_BY(notify_mu_);
   mutable absl::Mutex mu_;
   std::vector<runtime::GeneratedToken> pending_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;

@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
   std::unique_ptr<Authenticator> auth(new Authenticator(tokens_file));
   {
     absl::MutexLock lock(&auth->mu_);
-    auth->file_ = *std::move(tokens);
+    auth->SetFileLocked(*std::move(tokens));
     auth->text_ = *text;
   }
   auth->watcher_ = std::thread([a = auth.get()] {
@@ -90,7 +90,7 @@ void Authenticator::Reload() {
                      ": keeping the previous tokens: ", tokens.status().message()));
     return;
   }
-  file_ = *std::move(tokens);
+  SetFileLocked(*std::move(tokens));
   Log(absl::StrCat("auth.tokens_file ", path_, ": ", file_.tokens.size(), " tokens, ",
                    file_.quotas.size(), " tenants with quotas"));
 }
@@ -99,7 +99,7 @@ absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_vi
                                                    absl::string_view subject) const {
   if (!authorization) {
     if (!subject.empty()) {
-      absl::MutexLock lock(&mu_);
+      absl::ReaderMutexLock lock(&mu_);
       for (const config::TokenEntry& entry : file_.tokens) {
         if (entry.subject == subject) return CallerLocked(entry);
       }
@@ -121,7 +121,7 @@ absl::StatusOr<Caller> Authenticator::Authenticate(std::optional<absl::string_vi
     }
   }
   const std::array<uint8_t, 32> digest = Sha256(token);
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   // Every entry is compared, whatever matches, so the time taken says nothing about the tokens.
   const config::TokenEntry* found = nullptr;
   for (const config::TokenEntry& entry : file_.tokens) {
@@ -141,17 +141,26 @@ std::string Credential(const config::TokenEntry& entry) {
                                                    entry.sha256.size()));
 }
 
+// What StillValid looks up: the credential with the tenant and the role it gives.
+std::string ValidKey(absl::string_view credential, absl::string_view tenant, config::Role role) {
+  return absl::StrCat(credential, absl::string_view("\0", 1), tenant, absl::string_view("\0", 1),
+                      static_cast<int>(role));
+}
+
 }  // namespace
 
-bool Authenticator::StillValid(const Caller& caller) const {
-  absl::MutexLock lock(&mu_);
+void Authenticator::SetFileLocked(config::TokensFile file) {
+  file_ = std::move(file);
+  valid_.clear();
   for (const config::TokenEntry& entry : file_.tokens) {
-    if (entry.tenant == caller.tenant && entry.role == caller.role &&
-        Credential(entry) == caller.credential) {
-      return true;
-    }
+    valid_.insert(ValidKey(Credential(entry), entry.tenant, entry.role));
   }
-  return false;
+}
+
+bool Authenticator::StillValid(const Caller& caller) const {
+  const std::string key = ValidKey(caller.credential, caller.tenant, caller.role);
+  absl::ReaderMutexLock lock(&mu_);
+  return valid_.contains(key);
 }
 
 Caller Authenticator::CallerLocked(const config::TokenEntry& entry) const {

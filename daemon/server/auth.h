@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -71,12 +72,16 @@ class Authenticator {
 
  private:
   explicit Authenticator(std::string path) : path_(std::move(path)) {}
-  Caller CallerLocked(const config::TokenEntry& entry) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Caller CallerLocked(const config::TokenEntry& entry) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void SetFileLocked(config::TokensFile file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   absl::Mutex reload_mu_;  // one Reload at a time, so an older read never replaces a newer one
   mutable absl::Mutex mu_;
   config::TokensFile file_ ABSL_GUARDED_BY(mu_);
+  // Every entry's ValidKey (auth.cc): StillValid, asked twice a second by each call in flight,
+  // looks one up instead of going through the file.
+  absl::flat_hash_set<std::string> valid_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);  // the file's text when last read
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watcher_;

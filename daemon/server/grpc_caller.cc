@@ -9,7 +9,7 @@
 
 namespace df11::server {
 
-absl::StatusOr<Caller> GrpcCaller(const Node& node, const grpc::ServerContext& context) {
+absl::StatusOr<Caller> GrpcCaller(const Node& node, const grpc::ServerContextBase& context) {
   std::optional<absl::string_view> header;
   const auto& metadata = context.client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
@@ -26,6 +26,13 @@ absl::StatusOr<Caller> GrpcCaller(const Node& node, const grpc::ServerContext& c
         {.event = "authentication_failure", .peer = context.peer(), .outcome = found.status()});
   }
   return found;
+}
+
+absl::StatusOr<Caller> ModelHostCaller(const Node& node, const grpc::ServerContextBase& context) {
+  absl::StatusOr<Caller> caller = GrpcCaller(node, context);
+  if (!caller.ok()) return caller;
+  if (absl::Status s = RefusePeer(*caller); !s.ok()) return s;
+  return caller;
 }
 
 }  // namespace df11::server

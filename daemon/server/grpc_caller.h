@@ -11,7 +11,9 @@
 
 namespace df11::server {
 
-absl::StatusOr<Caller> GrpcCaller(const Node& node, const grpc::ServerContext& context);
+absl::StatusOr<Caller> GrpcCaller(const Node& node, const grpc::ServerContextBase& context);
+// GrpcCaller of a df11.v1.ModelHost call: a peer node's identity is refused (RefusePeer).
+absl::StatusOr<Caller> ModelHostCaller(const Node& node, const grpc::ServerContextBase& context);
 
 }  // namespace df11::server
 

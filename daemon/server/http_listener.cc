@@ -15,7 +15,6 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -23,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/server/elastic_pool.h"
 
 namespace df11::server {
 namespace {
@@ -77,7 +77,7 @@ class HttpListener::Impl {
         work_(net::make_work_guard(ioc_)),
         acceptor_(net::make_strand(ioc_)),
         retry_(acceptor_.get_executor()),
-        workers_(static_cast<size_t>(options_.handler_threads)) {}
+        workers_(options_.handler_threads) {}
 
   absl::Status Listen();
   void Run();
@@ -119,7 +119,7 @@ class HttpListener::Impl {
   std::optional<ssl::context> tls_;
   tcp::acceptor acceptor_;
   net::steady_timer retry_;  // after a failed accept (out of descriptors), waits a little
-  net::thread_pool workers_;
+  ElasticPool workers_;  // handler threads, made as requests come
   std::vector<std::thread> io_threads_;
 
  private:
@@ -181,7 +181,16 @@ class Session : public Connection,
     res.body() = std::move(body);
     res.prepare_payload();
     responded_ = true;
-    return Wrote(Await([&](auto done) { http::async_write(stream_, res, std::move(done)); }));
+    http::response_serializer<http::string_body> serializer{res};
+    serializer.limit(kPiece);
+    while (!serializer.is_done()) {
+      if (!Wrote(Await([&](auto done) {
+            http::async_write_some(stream_, serializer, std::move(done));
+          }))) {
+        return false;
+      }
+    }
+    return true;
   }
 
   bool Start(int status, std::string_view content_type, const HttpHeaders& headers) override {
@@ -201,13 +210,17 @@ class Session : public Connection,
   }
 
   bool Write(std::string_view data) override {
-    if (data.empty()) return true;
-    const net::const_buffer bytes(data.data(), data.size());
-    if (!chunked_) {
-      return Wrote(Await([&](auto done) { net::async_write(stream_, bytes, std::move(done)); }));
+    for (size_t at = 0; at < data.size(); at += kPiece) {
+      const std::string_view piece = data.substr(at, kPiece);
+      const net::const_buffer bytes(piece.data(), piece.size());
+      const beast::error_code ec =
+          chunked_ ? Await([&](auto done) {
+            net::async_write(stream_, http::make_chunk(bytes), std::move(done));
+          })
+                   : Await([&](auto done) { net::async_write(stream_, bytes, std::move(done)); });
+      if (!Wrote(ec)) return false;
     }
-    return Wrote(Await(
-        [&](auto done) { net::async_write(stream_, http::make_chunk(bytes), std::move(done)); }));
+    return true;
   }
 
   bool End() override {
@@ -312,7 +325,7 @@ class Session : public Connection,
     request.client_subject = subject_;
     parser_.reset();
     tcp().expires_never();
-    net::post(listener_.workers_,
+    listener_.workers_.Post(
               [self = this->shared_from_this(), request = std::move(request)] {
                 self->Handle(request);
               });
@@ -344,7 +357,8 @@ class Session : public Connection,
   }
 
   // Runs `start(done)` on the strand, where it starts one write, and waits for its end. The
-  // client has options_.stall_timeout to take the bytes.
+  // client has options_.stall_timeout to take the bytes: a write is at most kPiece bytes, so a
+  // large response to a slow but steady client is paced, not cut.
   template <class StartWrite>
   beast::error_code Await(StartWrite start) {
     std::promise<beast::error_code> done;
@@ -456,6 +470,7 @@ class Session : public Connection,
   bool keep_alive_ = false;
   bool responded_ = false, streaming_ = false, chunked_ = false, ended_ = false;
   bool stalled_ = false, failed_ = false;
+  static constexpr size_t kPiece = 64 * 1024;  // the most one write sends
 };
 
 }  // namespace
@@ -585,7 +600,7 @@ void HttpListener::Impl::Stop() {
   });
   for (auto& c : open) c->CloseSoon();
   open.clear();
-  workers_.join();  // handlers see their clients gone and return
+  workers_.Join();  // handlers see their clients gone and return
   work_.reset();    // the context runs out of work once the last connection has closed
   for (std::thread& t : io_threads_) t.join();
 }
@@ -595,7 +610,7 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(Options option
   auto impl = std::make_unique<Impl>(std::move(options), std::move(handler));
   if (absl::Status listening = impl->Listen(); !listening.ok()) {
     impl->work_.reset();
-    impl->workers_.join();
+    impl->workers_.Join();
     return listening;
   }
   impl->Run();

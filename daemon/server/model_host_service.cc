@@ -8,7 +8,7 @@
 #include "daemon/audit/audit.h"
 #include "daemon/hub/cache.h"
 #include "daemon/runtime/engine/estimate.h"
-#include "daemon/server/generate_request.h"
+#include "daemon/server/generate_stream.h"
 #include "daemon/server/grpc_caller.h"
 #include "daemon/server/log.h"
 #include "daemon/server/model_roots.h"
@@ -17,13 +17,6 @@
 
 namespace df11::server {
 namespace {
-
-// How often a stream looks for its client's cancellation while it waits.
-constexpr absl::Duration kPoll = absl::Milliseconds(100);
-// The same for watch streams, which sit idle between statuses: many of them may be held (routers,
-// dashboards), and a wake-up each 100 ms costs 1,000 of them about half a core. Shutdown wakes
-// them at once; a cancelled watch keeps its thread for up to this long.
-constexpr absl::Duration kWatchPoll = absl::Seconds(1);
 
 absl::Status ValidSeconds(const char* field, double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) {
@@ -35,9 +28,8 @@ absl::Status ValidSeconds(const char* field, double seconds) {
 }  // namespace
 
 grpc::Status ModelHostService::Authorize(const grpc::ServerContext& context, Caller* caller) const {
-  absl::StatusOr<Caller> found = GrpcCaller(node_, context);
+  absl::StatusOr<Caller> found = ModelHostCaller(node_, context);
   if (!found.ok()) return ToGrpcStatus(found.status());
-  if (absl::Status s = RefusePeer(*found); !s.ok()) return ToGrpcStatus(s);
   if (caller != nullptr) *caller = *std::move(found);
   return grpc::Status::OK;
 }
@@ -222,91 +214,9 @@ grpc::Status ModelHostService::EstimateModel(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ModelHostService::Generate(grpc::ServerContext* context,
-                                        const df11::v1::GenerateRequest* request,
-                                        grpc::ServerWriter<df11::v1::GenerateResponse>* writer) {
-  Caller caller;
-  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
-  if (request->model().empty()) return ToGrpcStatus(absl::InvalidArgumentError("model: empty"));
-  absl::StatusOr<TenantLimits::Slot> slot = node_.AdmitRequest(caller, context->peer());
-  if (!slot.ok()) return ToGrpcStatus(slot.status());
-  // A catalog model that is not resident is loaded now, within the call's deadline.
-  const absl::Time deadline =
-      std::min(absl::FromChrono(context->deadline()),
-               absl::Now() + absl::Seconds(node_.config().load_wait_seconds));
-  absl::StatusOr<registry::ModelHandle> model =
-      node_.AcquireForRequest(caller, request->model(), request->owner(), deadline,
-                              [context] { return context->IsCancelled(); });
-  if (!model.ok()) return ToGrpcStatus(model.status());
-  absl::StatusOr<runtime::GenerationRequest> prepared =
-      PrepareGenerate(*request, **model, node_.config());
-  if (!prepared.ok()) {
-    node_.metrics().RequestFinished((*model)->owner, (*model)->name, "invalid_argument");
-    return ToGrpcStatus(prepared.status());
-  }
-  absl::StatusOr<std::shared_ptr<scheduler::Job>> job =
-      node_.scheduler().Submit(*std::move(model), *std::move(prepared));
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  const registry::ResidentModel& served = (*job)->model();
-  const std::string peer = context->peer();  // "unknown" once the call is cancelled
-  // Writes the next response; false (the job cancelled) when the client went away or read nothing
-  // for limits.stream_stall.
-  auto write = [&](const df11::v1::GenerateResponse& response) {
-    bool stalled = false;
-    if (stall_watchdog_.Write(context, writer, response, &stalled)) return true;
-    if (stalled) {
-      node_.metrics().StreamStalled(served.owner, served.name);
-      Log(absl::StrCat("Generate of ", served.name, " from ", peer,
-                       ": the client read nothing for ",
-                       absl::FormatDuration(stall_watchdog_.stall()), "; cancelled"));
-    }
-    (*job)->Cancel(
-        absl::CancelledError(stalled ? "the client stopped reading" : "the client went away"));
-    return false;
-  };
-  AuthorizationWatch authorized(node_, caller);
-  scheduler::Job::Update update;
-  while (true) {
-    // A revoked token ends the call: the job stops before its next step with that status.
-    if (absl::Status still = authorized.Check(); !still.ok()) (*job)->Cancel(still);
-    if (!(*job)->Next(&update, kPoll)) {
-      if (context->IsCancelled()) {
-        (*job)->Cancel(absl::CancelledError("the client cancelled the request"));
-        return grpc::Status::CANCELLED;
-      }
-      continue;
-    }
-    df11::v1::GenerateResponse response;
-    for (const runtime::GeneratedToken& t : update.tokens) {
-      response.mutable_text()->append(t.text);
-      response.add_token_ids(t.id);
-      if (request->logprobs()) response.add_logprobs(t.logprob);
-      if (request->top_logprobs() > 0) {
-        df11::v1::TopLogprobs* top = response.add_top_logprobs();
-        for (int32_t k = 0; k < t.top_logprobs_count; ++k) {
-          top->add_token_ids(t.top_logprobs[k].token_id);
-          top->add_logprobs(t.top_logprobs[k].logprob);
-        }
-      }
-    }
-    if (update.done) {
-      if (!update.status.ok()) {
-        if (!update.tokens.empty()) write(response);
-        return ToGrpcStatus(update.status);
-      }
-      response.set_finish_reason(ToProto(update.finish_reason));
-      response.mutable_usage()->set_prompt_tokens(static_cast<int32_t>(update.prompt_tokens));
-      response.mutable_usage()->set_completion_tokens(
-          static_cast<int32_t>(update.completion_tokens));
-      df11::v1::Timings* t = response.mutable_timings();
-      t->set_queue_seconds(update.timings.queue);
-      t->set_time_to_first_token_seconds(update.timings.first_token);
-      t->set_seconds_per_token(update.timings.per_token);
-      t->set_total_seconds(update.timings.total);
-      return write(response) ? grpc::Status::OK : grpc::Status::CANCELLED;
-    }
-    if (!write(response)) return grpc::Status::CANCELLED;
-  }
+grpc::ServerWriteReactor<df11::v1::GenerateResponse>* ModelHostService::Generate(
+    grpc::CallbackServerContext* context, const df11::v1::GenerateRequest* request) {
+  return StartGenerate(node_, timer_, stall_watchdog_, context, request);
 }
 
 grpc::Status ModelHostService::GetNodeStatus(grpc::ServerContext* context,
@@ -318,29 +228,9 @@ grpc::Status ModelHostService::GetNodeStatus(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ModelHostService::WatchNodeStatus(grpc::ServerContext* context,
-                                               const df11::v1::WatchNodeStatusRequest* request,
-                                               grpc::ServerWriter<df11::v1::NodeStatus>* writer) {
-  Caller caller;
-  if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
-  const double interval = request->interval_seconds();
-  if (absl::Status s = ValidSeconds("interval_seconds", interval); !s.ok()) return ToGrpcStatus(s);
-  const absl::Duration every =
-      interval > 0 ? absl::Seconds(std::max(interval, 0.05)) : absl::Seconds(1);
-  while (!context->IsCancelled() && !node_.shutting_down()) {
-    // Each status is for the caller as the tokens file says now: a revoked token ends the watch.
-    if (grpc::Status s = Authorize(*context, &caller); !s.ok()) return s;
-    if (!stall_watchdog_.Write(context, writer, ToProto(node_.Status(caller)))) {
-      return grpc::Status::CANCELLED;
-    }
-    for (absl::Time until = absl::Now() + every; absl::Now() < until;) {
-      if (context->IsCancelled() ||
-          node_.WaitForShutdown(std::min(kWatchPoll, until - absl::Now()))) {
-        break;
-      }
-    }
-  }
-  return grpc::Status::OK;
+grpc::ServerWriteReactor<df11::v1::NodeStatus>* ModelHostService::WatchNodeStatus(
+    grpc::CallbackServerContext* context, const df11::v1::WatchNodeStatusRequest* request) {
+  return watches_.Start(context, request);
 }
 
 }  // namespace df11::server

@@ -399,6 +399,35 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireUnchanged(const registry::Mod
   return registry_->Acquire(key);  // FAILED, with the reason; or loaded again meanwhile
 }
 
+void Node::BeginShutdown() {
+  std::vector<std::function<void()>> run;
+  {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (shutdown_.HasBeenNotified()) return;
+    shutdown_.Notify();
+    run.swap(on_shutdown_);
+  }
+  for (const std::function<void()>& f : run) f();
+}
+
+void Node::OnShutdown(std::function<void()> f) {
+  {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (!shutdown_.HasBeenNotified()) {
+      on_shutdown_.push_back(std::move(f));
+      return;
+    }
+  }
+  f();
+}
+
+absl::StatusOr<registry::ModelHandle> Node::AcquireResident(const Caller& caller,
+                                                            const std::string& name,
+                                                            const std::string& owner) {
+  DF11_ASSIGN_OR_RETURN(const registry::ModelKey key, Resolve(caller, name, owner));
+  return AcquireUnchanged(key);
+}
+
 absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
     const Caller& caller, const std::string& name, const std::string& owner, absl::Time deadline,
     const std::function<bool()>& cancelled) {

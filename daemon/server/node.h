@@ -103,6 +103,11 @@ class Node {
   std::optional<uint64_t> CatalogModelBytes(const config::ModelSpec& model) const
       ABSL_LOCKS_EXCLUDED(catalog_mu_);
 
+  // A handle on model `name` for a request when it is resident now, without waiting: what
+  // AcquireForRequest returns at once. Any error means AcquireForRequest has more to try.
+  absl::StatusOr<registry::ModelHandle> AcquireResident(const Caller& caller,
+                                                        const std::string& name,
+                                                        const std::string& owner);
   // A handle on model `name` for a request. A model that is not resident but is in the catalog
   // is loaded now when on_demand is on (requests for it share one load, which goes on when they
   // give up), and waited for until `deadline`, or until `cancelled` returns true (polled).
@@ -135,10 +140,11 @@ class Node {
   }
 
   // Called when the daemon begins to shut down (again: nothing more happens): preloads and
-  // on-demand loads stop, long-lived watch streams end.
-  void BeginShutdown() {
-    std::call_once(shutdown_once_, [this] { shutdown_.Notify(); });
-  }
+  // on-demand loads stop, the OnShutdown callbacks run (long-lived watch streams end).
+  void BeginShutdown() ABSL_LOCKS_EXCLUDED(shutdown_mu_);
+  // Runs `f` when BeginShutdown is called, or at once when it has been. `f` may outlive whoever
+  // registered it (it holds what it needs), since it lives as long as the node.
+  void OnShutdown(std::function<void()> f) ABSL_LOCKS_EXCLUDED(shutdown_mu_);
   bool shutting_down() const { return shutdown_.HasBeenNotified(); }
   // Waits up to `timeout` for BeginShutdown; true once it has been called.
   bool WaitForShutdown(absl::Duration timeout) const {
@@ -204,7 +210,8 @@ class Node {
   std::thread preload_;
   std::atomic<bool> preload_done_{false};
   absl::Notification shutdown_;
-  std::once_flag shutdown_once_;
+  absl::Mutex shutdown_mu_;
+  std::vector<std::function<void()>> on_shutdown_ ABSL_GUARDED_BY(shutdown_mu_);
 
   mutable absl::Mutex catalog_mu_;
   std::vector<config::ModelSpec> file_catalog_ ABSL_GUARDED_BY(catalog_mu_);

@@ -47,7 +47,7 @@ absl::Status CheckEtag(const std::string& etag) {
 }  // namespace
 
 ShardService::ShardService(Node& node)
-    : node_(node), stall_watchdog_(absl::Seconds(node.config().stream_stall_seconds)) {}
+    : node_(node), stall_watchdog_(timer_, absl::Seconds(node.config().stream_stall_seconds)) {}
 
 grpc::Status ShardService::Authorize(const grpc::ServerContext& context) const {
   absl::StatusOr<Caller> caller = GrpcCaller(node_, context);

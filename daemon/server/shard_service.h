@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/server/node.h"
 #include "daemon/server/stall_watchdog.h"
+#include "daemon/server/timer.h"
 #include "df11/v1/shard.grpc.pb.h"
 
 namespace df11::server {
@@ -56,6 +57,7 @@ class ShardService final : public df11::v1::ShardService::Service {
   absl::StatusOr<FileIdentity> ServableBlob(const std::string& path, const struct stat& st) const;
 
   Node& node_;
+  Timer timer_;  // the stall watchdog's
   StallWatchdog stall_watchdog_;
   std::atomic<int64_t> readers_{0};
   mutable absl::Mutex mu_;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -173,6 +174,38 @@ TEST(HttpListenerTest, AClientThatReadsNothingFailsTheWriteAfterTheStallTime) {
   ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
   EXPECT_TRUE(stalled);
+  close(fd);
+}
+
+TEST(HttpListenerTest, ALargeResponseToASlowButSteadyClientIsPacedNotCut) {
+  HttpListener::Options options = TestOptions();
+  options.stall_timeout = absl::Milliseconds(300);
+  constexpr size_t kBody = 32 << 20;  // far more than the sockets' buffers hold
+  std::atomic<bool> sent{false};
+  absl::Notification done;
+  auto listener = Listen(options, [&](const HttpRequest&, HttpResponse& res) {
+    sent = res.Send(200, "text/plain", std::string(kBody, 'x'));
+    done.Notify();
+  });
+  ASSERT_NE(listener, nullptr);
+  // Default socket buffers: a tiny receive window would leave the sender to TCP's persist timer.
+  const int fd = testing::ConnectLoopback(listener->port());
+  const std::string request = "GET /big HTTP/1.0\r\n\r\n";
+  ASSERT_TRUE(testing::SendAll(fd, request));
+  // The client takes the body a little at a time: the whole takes well over the stall time, each
+  // piece far less.
+  const auto start = std::chrono::steady_clock::now();
+  size_t received = 0;
+  std::vector<char> buffer(1 << 16);
+  for (ssize_t n; (n = recv(fd, buffer.data(), buffer.size(), 0)) > 0;) {
+    received += static_cast<size_t>(n);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_TRUE(sent);
+  EXPECT_GT(received, kBody);  // the headers, then the whole body
+  EXPECT_GT(elapsed, std::chrono::milliseconds(300)) << "the client was not slow: nothing shown";
   close(fd);
 }
 
