@@ -12,10 +12,8 @@ void ElasticPool::Post(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
   // An idle thread takes it; else a new thread does, up to the maximum.
-  if (idle_ >= static_cast<int>(tasks_.size()) ||
-      static_cast<int>(threads_.size() - ended_.size()) >= max_threads_) {
-    return;
-  }
+  if (idle_ >= static_cast<int>(tasks_.size()) || alive_ >= max_threads_) return;
+  ++alive_;
   std::thread t([this] { Work(); });
   threads_.emplace(t.get_id(), std::move(t));
 }
@@ -32,6 +30,7 @@ void ElasticPool::Work() {
     --idle_;
     if (tasks_.empty() && (joining_ || !woken)) {
       ended_.push_back(std::this_thread::get_id());
+      --alive_;
       return;
     }
     if (tasks_.empty()) continue;
@@ -60,17 +59,17 @@ void ElasticPool::Reap() {
 }
 
 void ElasticPool::Join() {
-  std::map<std::thread::id, std::thread> all;
-  {
-    absl::MutexLock lock(&mu_);
-    joining_ = true;
-    all.swap(threads_);
-    ended_.clear();
-  }
-  for (auto& [id, t] : all) t.join();
   absl::MutexLock lock(&mu_);
-  // Only the threads just joined can have ended since, and they are gone.
-  ended_.clear();
+  joining_ = true;
+  // Tasks posted meanwhile may make threads of their own: joined in the next round.
+  while (!threads_.empty()) {
+    std::map<std::thread::id, std::thread> round;
+    round.swap(threads_);
+    mu_.Unlock();
+    for (auto& [id, t] : round) t.join();
+    mu_.Lock();
+    std::erase_if(ended_, [&](std::thread::id id) { return round.contains(id); });
+  }
   joining_ = false;  // the pool may be used again
 }
 
@@ -81,7 +80,7 @@ int ElasticPool::idle() const {
 
 int ElasticPool::threads() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int>(threads_.size() - ended_.size());
+  return alive_;
 }
 
 }  // namespace df11::server

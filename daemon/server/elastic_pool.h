@@ -45,6 +45,7 @@ class ElasticPool {
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   std::map<std::thread::id, std::thread> threads_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread::id> ended_ ABSL_GUARDED_BY(mu_);
+  int alive_ ABSL_GUARDED_BY(mu_) = 0;  // threads not yet ended
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
   bool joining_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -144,17 +144,21 @@ class GenerateStream final : public grpc::ServerWriteReactor<df11::v1::GenerateR
       tick_ = timer_.After(kAuthorizationCheck, [this] { Tick(); });
     }
     (*job)->OnUpdate([this] { Advance(); });
-    {
-      absl::MutexLock lock(&mu_);
-      phase_ = Phase::kRunning;
-    }
-    Advance();  // what came before the listener, or the cancellation
+    // Running, and what came before the listener (or the cancellation) handled, in one step:
+    // once the lock is let go, the call may finish and be deleted at any time.
+    absl::MutexLock lock(&mu_);
+    phase_ = Phase::kRunning;
+    AdvanceLocked();
   }
 
   // Writes what the job has for the client, or finishes the call; nothing while a write is in
   // flight (its OnWriteDone comes back here).
   void Advance() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
+    AdvanceLocked();
+  }
+
+  void AdvanceLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (phase_ != Phase::kRunning || writing_ || final_status_) return;
     if (cancelled_) return FinishLocked(grpc::Status::CANCELLED);
     scheduler::Job::Update update;

@@ -13,15 +13,16 @@
 
 namespace df11::server {
 
-// One watch. Its steps run on gRPC's threads (the start, OnWriteDone, OnCancel) and on the
-// timer's (Send); at most one write or one pending Send at a time, and Finish only when neither
-// is in flight.
+// One watch. Its steps run on gRPC's threads (the start, OnWriteDone, OnCancel), the timer's
+// (Wake's reschedule) and a sender's (Send); at most one write or one pending Send at a time, and
+// Finish only when neither is in flight.
 class StatusWatch final : public grpc::ServerWriteReactor<df11::v1::NodeStatus> {
  public:
-  StatusWatch(Node& node, Timer& timer, StallWatchdog& stall_watchdog,
+  StatusWatch(Node& node, Timer& timer, ElasticPool& senders, StallWatchdog& stall_watchdog,
               std::shared_ptr<StatusWatches::Live> live, grpc::CallbackServerContext* context)
       : node_(node),
         timer_(timer),
+        senders_(senders),
         stall_watchdog_(stall_watchdog),
         live_(std::move(live)),
         context_(context) {}
@@ -54,7 +55,8 @@ class StatusWatch final : public grpc::ServerWriteReactor<df11::v1::NodeStatus> 
     absl::MutexLock lock(&mu_);
     if (!ok || stalled || cancelled_) return FinishLocked(grpc::Status::CANCELLED);
     if (node_.shutting_down()) return FinishLocked(grpc::Status::OK);
-    next_ = timer_.After(every_, [this] { Send(); });
+    // The status is made on a sender thread: the timer's thread only keeps time.
+    next_ = timer_.After(every_, [this] { senders_.Post([this] { Send(); }); });
   }
 
   void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -100,6 +102,7 @@ class StatusWatch final : public grpc::ServerWriteReactor<df11::v1::NodeStatus> 
 
   Node& node_;
   Timer& timer_;
+  ElasticPool& senders_;
   StallWatchdog& stall_watchdog_;
   const std::shared_ptr<StatusWatches::Live> live_;
   grpc::CallbackServerContext* const context_;
@@ -123,7 +126,7 @@ StatusWatches::StatusWatches(Node& node, Timer& timer, StallWatchdog& stall_watc
 
 grpc::ServerWriteReactor<df11::v1::NodeStatus>* StatusWatches::Start(
     grpc::CallbackServerContext* context, const df11::v1::WatchNodeStatusRequest* request) {
-  auto* watch = new StatusWatch(node_, timer_, stall_watchdog_, live_, context);
+  auto* watch = new StatusWatch(node_, timer_, senders_, stall_watchdog_, live_, context);
   const double interval = request->interval_seconds();
   absl::Status refusal = ModelHostCaller(node_, *context).status();
   if (refusal.ok() && (!std::isfinite(interval) || interval < 0)) {

@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/server/elastic_pool.h"
 #include "daemon/server/node.h"
 #include "daemon/server/stall_watchdog.h"
 #include "daemon/server/timer.h"
@@ -41,6 +42,8 @@ class StatusWatches {
  private:
   Node& node_;
   Timer& timer_;
+  // The threads that make and send the statuses that are due (a few: each takes little time).
+  ElasticPool senders_{4};
   StallWatchdog& stall_watchdog_;
   // Shared with the node's shutdown callback, which may outlive this.
   std::shared_ptr<Live> live_ = std::make_shared<Live>();

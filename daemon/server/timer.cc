@@ -5,6 +5,8 @@
 namespace df11::server {
 namespace {
 
+constexpr absl::Duration kSlice = absl::Milliseconds(100);
+
 std::chrono::steady_clock::duration ToSteady(absl::Duration d) {
   return absl::ToChronoNanoseconds(std::max(d, absl::ZeroDuration()));
 }
@@ -42,6 +44,7 @@ bool Timer::Reschedule(uint64_t id, absl::Duration delay) {
 }
 
 bool Timer::Cancel(uint64_t id) {
+  if (id == 0) return false;  // no callback has it
   absl::MutexLock lock(&mu_);
   if (auto it = when_.find(id); it != when_.end()) {
     queue_.erase(Key{it->second, id});
@@ -67,9 +70,11 @@ void Timer::Run() {
   while (!stop_) {
     if (queue_.empty() || queue_.begin()->first.first > Clock::now()) {
       sleeping_until_ = queue_.empty() ? Clock::time_point::max() : queue_.begin()->first.first;
-      const absl::Duration sleep = queue_.empty()
-                                       ? absl::InfiniteDuration()
-                                       : absl::FromChrono(sleeping_until_ - Clock::now());
+      // Abseil waits against the wall clock: sleeping in slices keeps a step of that clock from
+      // delaying what is due on the steady one by more than a slice.
+      const absl::Duration sleep =
+          queue_.empty() ? absl::InfiniteDuration()
+                         : std::min(absl::FromChrono(sleeping_until_ - Clock::now()), kSlice);
       mu_.AwaitWithTimeout(absl::Condition(this, &Timer::MustWake), sleep);
       sleeping_until_ = Clock::time_point::max();
       continue;

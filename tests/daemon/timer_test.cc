@@ -169,5 +169,21 @@ TEST(ElasticPoolTest, JoinRunsEveryTaskPosted) {
   EXPECT_EQ(pool.threads(), 0);
 }
 
+TEST(ElasticPoolTest, JoinWaitsForTasksPostedWhileItWaits) {
+  std::atomic<bool> later_ran{false};
+  ElasticPool pool(1);
+  pool.Post([&] {
+    absl::SleepFor(absl::Milliseconds(50));  // Join is waiting by now
+    pool.Post([&] {
+      absl::SleepFor(absl::Milliseconds(50));
+      later_ran = true;
+    });
+  });
+  absl::SleepFor(absl::Milliseconds(10));
+  pool.Join();
+  EXPECT_TRUE(later_ran);
+  EXPECT_EQ(pool.threads(), 0);
+}
+
 }  // namespace
 }  // namespace df11::server
