@@ -21,7 +21,8 @@
 namespace df11::server {
 namespace {
 
-// How often a running request asks whether its caller's token is still listed.
+// How often a running request asks whether its caller's token is still listed (AuthorizationWatch
+// asks the node at most this often).
 constexpr absl::Duration kAuthorizationCheck = absl::Milliseconds(500);
 
 // One Generate call. Its steps run on gRPC's threads (the start, OnWriteDone, OnCancel), the
@@ -201,9 +202,8 @@ class GenerateStream final : public grpc::ServerWriteReactor<df11::v1::GenerateR
     absl::MutexLock lock(&mu_);
     tick_ = 0;
     if (phase_ == Phase::kFinished) return;
-    if (!node_.StillAuthorized(caller_)) {
-      job_->Cancel(absl::UnauthenticatedError(
-          absl::StrCat("token ", caller_.token_name, " was revoked while the request ran")));
+    if (absl::Status still = authorized_.Check(); !still.ok()) {
+      job_->Cancel(still);
       return;
     }
     tick_ = timer_.After(kAuthorizationCheck, [this] { Tick(); });
@@ -222,6 +222,7 @@ class GenerateStream final : public grpc::ServerWriteReactor<df11::v1::GenerateR
   const std::string peer_;                    // "unknown" once the call is cancelled
   // Set by Begin before any other step can run.
   Caller caller_;
+  AuthorizationWatch authorized_{node_, caller_};  // asked by Tick only
   TenantLimits::Slot slot_;  // the tenant's running request, until the call is done
 
   absl::Mutex mu_;

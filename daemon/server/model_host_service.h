@@ -1,8 +1,8 @@
 // The df11.v1.ModelHost gRPC service: a thin adapter from the wire API onto a Node. The streams
 // that mostly wait (Generate, WatchNodeStatus) are callback streams, which hold no thread while
 // they wait (generate_stream.h, status_watch.h); the other methods are synchronous, each holding
-// a thread of gRPC's pool while it works (LoadModel's stream is its load). Streams notice a
-// client's cancellation within 100 ms and stop the work it asked for.
+// a thread of gRPC's pool while it works (LoadModel's stream is its load). A client's
+// cancellation stops the work it asked for.
 //
 //   ModelHostService service(*node);
 //   builder.RegisterService(&service);
