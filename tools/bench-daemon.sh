@@ -2,7 +2,7 @@
 # Runs `df11 daemon-bench` against a fresh df11d on loopback ports: builds df11d and df11 (in
 # build/), starts the daemon with nothing preloaded and MODEL_DIR (default: the demo model) in its
 # catalog as bench-catalog, benchmarks it (add --only ...,http,ondemand for the HTTP and on-demand
-# scenarios) and stops the daemon. Extra arguments go to df11 daemon-bench (see df11 daemon-bench --help);
+# scenarios, --only chunked,slow,idle for the front door under attack) and stops the daemon. Extra arguments go to df11 daemon-bench (see df11 daemon-bench --help);
 # add --json for machine-readable output.
 # Usage: tools/bench-daemon.sh [MODEL_DIR] [DAEMON_BENCH_ARGS...]
 set -euo pipefail

@@ -806,7 +806,9 @@ TEST_F(DaemonTest, DaemonBenchRunsEveryScenarioWithoutErrors) {
   const std::string out = testing::MustRun(absl::StrCat(
       Tool(), " daemon-bench --addr ", daemon_->address(), " --model ", kDemo,
       " --prompt-tokens 8 --tokens 4 --swap-requests 4 --rounds 1 --clients 2 --seconds 0.3",
-      " --idle-streams 40 --hold 0.4 --threads 2 --daemon-pid ", daemon_->pid(), " --json"));
+      " --idle-streams 40 --connections 4 --hold 0.4 --threads 2 --daemon-pid ", daemon_->pid(),
+      " --http 127.0.0.1:", daemon_->http_port(), " --chunked-mib 32 --slow-connections 20",
+      " --trickle 0.1 --slow-seconds 0.5 --only swap,overhead,rps,idle,http,chunked,slow --json"));
   const nlohmann::json bench = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_GT(bench["swap"]["ratio"].get<double>(), 0);
   EXPECT_GT(bench["overhead"]["grpc_ms_per_token"].get<double>(), 0);
@@ -820,6 +822,14 @@ TEST_F(DaemonTest, DaemonBenchRunsEveryScenarioWithoutErrors) {
   EXPECT_LT(bench["idle"]["daemon_held"]["threads"].get<int>() -
                 bench["idle"]["daemon_before"]["threads"].get<int>(),
             20);
+  EXPECT_GT(bench["http"]["http_ms_per_token"].get<double>(), 0);
+  // A 32 MiB chunked body is refused once limits.max_request_bytes (4 MiB) have come in.
+  EXPECT_EQ(bench["chunked"]["answers_by_status"], nlohmann::json({{"413", 1}}));
+  EXPECT_LT(bench["chunked"]["bytes_sent_before_answer_p50"].get<double>(), 32 << 20);
+  // Requests are served while 20 clients trickle their headers, each still held.
+  EXPECT_EQ(bench["slow"]["held_at_end"], 20);
+  EXPECT_EQ(bench["slow"]["with_slow_errors"], 0);
+  EXPECT_GT(bench["slow"]["requests_with_slow"].get<int>(), 0);
   // Its models are gone afterwards.
   EXPECT_THAT(client_->GetModel("bench-a").status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(client_->GetModel("bench-b").status(), StatusIs(absl::StatusCode::kNotFound));

@@ -1,7 +1,6 @@
 // df11 daemon-bench: what serving through df11d costs on top of the engine, measured against a
-// running daemon: model swaps, the gRPC streaming path, request throughput, and many idle streams.
-#include <unistd.h>
-
+// running daemon: model swaps, the gRPC streaming path, request throughput, the HTTP API, loads on
+// demand, and the front door under attack (front_door_bench.h).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -30,6 +29,8 @@
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
+#include "tools/df11/front_door_bench.h"
+#include "tools/df11/process_sample.h"
 #include "tools/df11/stats.h"
 
 namespace df11::tool {
@@ -50,14 +51,23 @@ process also loads DIR to run the CPU engine alone. Scenarios, in this order:
             engine alone (same model, prompt and thread count), --rounds runs each
   rps       1-token requests/s from --clients concurrent clients for --seconds, against the
             engine alone's rate for the same request
-  idle      --idle-streams WatchNodeStatus streams opened and held for --hold, 1-token requests
-            served meanwhile; every stream must open and end only by our cancellation
+  idle      --idle-streams WatchNodeStatus streams over --connections gRPC connections, opened
+            and held for --hold, 1-token requests served meanwhile; every stream must open and
+            end only by our cancellation (the daemon's threads and bytes per stream are the
+            result; target: 10,000 streams over 100 connections add fewer than 200 threads)
   http      per-token time of the overhead generation streamed as OpenAI Server-Sent Events
             (POST /v1/completions on --http) against the same generation through gRPC, in
             alternating rounds (the ratio is the result; target <= 1.05)
   ondemand  time to first token of a request for --catalog-model, a catalog entry of the daemon
             that is not resident (its files in the page cache), which loads it on demand, against
             LoadModel of it alone; --rounds of each, the model unloaded between them
+  chunked   POST /v1/completions on --http with a --chunked-mib chunked body, --rounds times:
+            the time until the daemon refuses it (413 expected) and the bytes it let in first
+  slow      1-token POST /v1/completions on --http, back to back, alone for a quarter of
+            --slow-seconds, then for --slow-seconds while --slow-connections clients trickle
+            their headers one byte per --trickle seconds (reconnecting when cut; from
+            127.1.0.0/16 on loopback, as many clients would): the latency ratio and the
+            daemon's threads are the result
 Run the daemon alone on the machine: the engine-alone runs share its CPUs.
 
   --addr HOST:PORT     the daemon (default: $DF11_ADDR, else 127.0.0.1:7411)
@@ -69,49 +79,22 @@ Run the daemon alone on the machine: the engine-alone runs share its CPUs.
   --clients N          concurrent clients of the rps scenario (default 8)
   --seconds S          duration of the rps scenario (default 5)
   --idle-streams N     streams of the idle scenario (default 1000)
+  --connections N      gRPC connections they share (default 100)
   --hold S             how long they are held (default 10): a quarter with no requests, to
                        measure what the streams alone cost the daemon, then with requests
   --threads N          engine-alone CPU threads; give the daemon's cpu_threads (default: one per CPU)
   --daemon-pid PID     the daemon's process, to report its threads, RSS and CPU time (same host)
   --http HOST:PORT     the daemon's HTTP listener, for the http scenario
   --catalog-model NAME a catalog entry of the daemon whose source is DIR, for ondemand
+  --chunked-mib N      body size of the chunked scenario in MiB (default 64)
+  --slow-connections N slow clients of the slow scenario (default 300)
+  --trickle S          seconds between their header bytes (default 1)
+  --slow-seconds S     how long the slow clients are held (default 15; the header
+                       deadline, limits.http_header_timeout, is 10 s by default)
   --only LIST          the scenarios to run, comma-separated (default swap,overhead,rps,idle;
-                       also http with --http, ondemand with --catalog-model)
+                       also http, chunked and slow with --http, ondemand with --catalog-model)
   --json               one JSON object instead of text
 )";
-
-// What /proc says of the daemon: threads, resident bytes and CPU seconds so far (Linux).
-struct ProcessSample {
-  int64_t threads = 0;
-  int64_t rss_bytes = 0;
-  double cpu_seconds = 0;
-};
-
-ProcessSample SampleProcess(int pid) {
-  ProcessSample s;
-  if (pid <= 0) return s;
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Threads:", 0) == 0) s.threads = std::stoll(line.substr(8));
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_bytes = std::stoll(line.substr(6)) * 1024;
-  }
-  // /proc/PID/stat: fields 14 and 15 (utime, stime) in clock ticks, after the ")" of the name.
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close != std::string::npos) {
-    std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
-    if (fields.size() > 13) {
-      s.cpu_seconds = static_cast<double>(std::stoll(fields[11]) + std::stoll(fields[12])) /
-                      static_cast<double>(sysconf(_SC_CLK_TCK));
-    }
-  }
-  return s;
-}
-
-nlohmann::json ToJson(const ProcessSample& s) {
-  return {{"threads", s.threads}, {"rss_bytes", s.rss_bytes}};
-}
 
 // One generation through the daemon, timed on this side.
 struct Streamed {
@@ -272,105 +255,6 @@ absl::StatusOr<nlohmann::json> BenchRequestsPerSecond(Setup& s, int clients, dou
                         {"latency_ms_p99", Percentile(latencies, 0.99) * 1e3}};
 }
 
-absl::StatusOr<nlohmann::json> BenchIdleStreams(Setup& s, const std::string& address, int streams,
-                                                double hold, int daemon_pid) {
-  const ProcessSample before = SampleProcess(daemon_pid);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  std::unique_ptr<v1::ModelHost::Stub> stub = v1::ModelHost::NewStub(channel);
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts(streams);
-  for (auto& c : contexts) c = std::make_unique<grpc::ClientContext>();
-
-  std::atomic<int> opened{0}, failed_to_open{0}, cancelled{0};
-  std::mutex mu;
-  std::map<std::string, int> errors;
-  std::vector<std::thread> threads;
-  threads.reserve(streams);
-  const Clock::time_point open_start = Clock::now();
-  for (int i = 0; i < streams; ++i) {
-    threads.emplace_back([&, i] {
-      v1::WatchNodeStatusRequest request;
-      request.set_interval_seconds(3600);  // one status now, then nothing while held
-      std::unique_ptr<grpc::ClientReader<v1::NodeStatus>> reader =
-          stub->WatchNodeStatus(contexts[i].get(), request);
-      v1::NodeStatus status;
-      if (reader->Read(&status)) {
-        ++opened;
-      } else {
-        ++failed_to_open;
-      }
-      while (reader->Read(&status)) {
-      }
-      const grpc::Status end = reader->Finish();
-      std::lock_guard<std::mutex> lock(mu);
-      if (end.error_code() == grpc::StatusCode::CANCELLED) {
-        ++cancelled;
-      } else {
-        ++errors[absl::StrCat(end.error_code(), ": ", end.error_message())];
-      }
-    });
-  }
-  // Every stream has its first status (or has failed) before the hold starts.
-  while (opened.load() + failed_to_open.load() < streams &&
-         Seconds(Clock::now() - open_start) < 120) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  const double open_seconds = Seconds(Clock::now() - open_start);
-
-  // The streams alone, for a quarter of the hold: what holding them costs the daemon.
-  const ProcessSample quiet_start = SampleProcess(daemon_pid);
-  const Clock::time_point quiet_begin = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(hold / 4));
-  const ProcessSample quiet_end = SampleProcess(daemon_pid);
-  const double quiet_seconds = Seconds(Clock::now() - quiet_begin);
-
-  const ProcessSample held_start = SampleProcess(daemon_pid);
-
-  // Requests served while the streams are held.
-  std::vector<double> ttft;
-  int generate_errors = 0;
-  const Clock::time_point hold_start = Clock::now();
-  while (Seconds(Clock::now() - hold_start) < hold) {
-    Streamed r = StreamGenerate(*s.client, "bench-a", s.prompt, 1);
-    if (r.status.ok()) {
-      ttft.push_back(r.first_token_seconds);
-    } else {
-      ++generate_errors;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  const ProcessSample held_end = SampleProcess(daemon_pid);
-  const double held_seconds = Seconds(Clock::now() - hold_start);
-
-  for (auto& c : contexts) c->TryCancel();
-  for (std::thread& t : threads) t.join();
-  int error_count = 0;
-  for (const auto& [what, n] : errors) error_count += n;
-
-  nlohmann::json out = {{"streams", streams},
-                        {"opened", opened.load()},
-                        {"ended_by_cancellation", cancelled.load()},
-                        {"errors", error_count},
-                        {"errors_by_status", errors},
-                        {"open_seconds", open_seconds},
-                        {"hold_seconds", held_seconds},
-                        {"requests_during_hold", ttft.size()},
-                        {"request_errors_during_hold", generate_errors},
-                        {"ttft_ms_during_hold", Median(ttft) * 1e3}};
-  if (daemon_pid > 0) {
-    out["daemon_before"] = ToJson(before);
-    out["daemon_held"] = ToJson(held_end);
-    // CPU the daemon spent holding the streams alone, then while also serving the requests.
-    out["daemon_cpu_percent_streams_only"] =
-        100 * (quiet_end.cpu_seconds - quiet_start.cpu_seconds) / quiet_seconds;
-    out["daemon_cpu_percent_with_requests"] =
-        100 * (held_end.cpu_seconds - held_start.cpu_seconds) / held_seconds;
-    out["daemon_bytes_per_stream"] =
-        static_cast<double>(held_end.rss_bytes - before.rss_bytes) / streams;
-  }
-  return out;
-}
-
 absl::Status LoadBenchModels(client::Df11Client& client, const std::string& dir) {
   for (const char* name : {"bench-a", "bench-b"}) {
     v1::LoadModelRequest request;
@@ -422,6 +306,18 @@ absl::StatusOr<Streamed> HttpStreamGenerate(const std::string& http,
   }
   out.tokens = tokens;
   return out;
+}
+
+// One 1-token POST /v1/completions on a connection of its own, as a new client would: true on 200.
+bool HttpComplete(const std::string& http, const std::vector<int32_t>& prompt) {
+  const size_t colon = http.rfind(':');
+  httplib::Client client(http.substr(0, colon), std::stoi(http.substr(colon + 1)));
+  client.set_connection_timeout(std::chrono::seconds(60));
+  client.set_read_timeout(std::chrono::seconds(60));
+  const nlohmann::json body = {
+      {"model", "bench-a"}, {"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}};
+  const httplib::Result r = client.Post("/v1/completions", body.dump(), "application/json");
+  return r && r->status == 200;
 }
 
 absl::StatusOr<nlohmann::json> BenchHttp(Setup& s, const std::string& http, int tokens,
@@ -527,20 +423,48 @@ void PrintText(const nlohmann::json& out) {
         o["on_demand_ttft_ms"].get<double>(), o["load_ms"].get<double>(),
         o["ratio_to_load"].get<double>(), o["load_then_ttft_ms"].get<double>());
   }
+  if (out.contains("chunked")) {
+    const auto& c = out["chunked"];
+    std::printf(
+        "chunked   %s chunked bodies refused (413) %s: answer after %.1f ms and %s of body "
+        "(p50), closed after %.1f ms\n",
+        HumanBytes(c["body_bytes"].get<int64_t>()).c_str(),
+        c["refused_all"].get<bool>() ? "every time" : "NOT every time",
+        c["answer_ms_p50"].get<double>(),
+        HumanBytes(static_cast<int64_t>(c["bytes_sent_before_answer_p50"].get<double>())).c_str(),
+        c["closed_ms_p50"].get<double>());
+  }
+  if (out.contains("slow")) {
+    const auto& sl = out["slow"];
+    std::printf(
+        "slow      %d/%d slow clients held: requests p50 %.2f ms (alone %.2f, %.2fx), p99 %.2f "
+        "ms (alone %.2f), %d errors; %d cut by the daemon\n",
+        sl["held_at_end"].get<int>(), sl["slow_connections"].get<int>(),
+        sl["with_slow_ms_p50"].get<double>(), sl["alone_ms_p50"].get<double>(),
+        sl["p50_ratio"].get<double>(), sl["with_slow_ms_p99"].get<double>(),
+        sl["alone_ms_p99"].get<double>(), sl["with_slow_errors"].get<int>(),
+        sl["slow_closed_by_daemon"].get<int>());
+    if (sl.contains("daemon_threads_added")) {
+      std::printf("          daemon: %lld threads added by the slow clients\n",
+                  static_cast<long long>(sl["daemon_threads_added"].get<int64_t>()));
+    }
+  }
   if (out.contains("idle")) {
     const auto& idle = out["idle"];
     std::printf(
-        "idle      %d/%d streams opened in %.2f s, held %.1f s: %d errors, %d requests "
-        "served meanwhile (TTFT %.2f ms, %d failed)\n",
-        idle["opened"].get<int>(), idle["streams"].get<int>(), idle["open_seconds"].get<double>(),
-        idle["hold_seconds"].get<double>(), idle["errors"].get<int>(),
-        idle["requests_during_hold"].get<int>(), idle["ttft_ms_during_hold"].get<double>(),
+        "idle      %d/%d streams over %d connections opened in %.2f s, held %.1f s: %d errors, "
+        "%d requests served meanwhile (%.2f ms p50, %d failed)\n",
+        idle["opened"].get<int>(), idle["streams"].get<int>(), idle["connections"].get<int>(),
+        idle["open_seconds"].get<double>(), idle["hold_seconds"].get<double>(),
+        idle["errors"].get<int>(), idle["requests_during_hold"].get<int>(),
+        idle["request_ms_during_hold_p50"].get<double>(),
         idle["request_errors_during_hold"].get<int>());
     if (idle.contains("daemon_held")) {
       std::printf(
-          "          daemon: %lld threads, %s RSS (%.0f bytes per stream), CPU %.1f%% "
+          "          daemon: %lld threads (%+lld), %s RSS (%.0f bytes per stream), CPU %.1f%% "
           "with the streams alone, %.1f%% while serving\n",
           static_cast<long long>(idle["daemon_held"]["threads"].get<int64_t>()),
+          static_cast<long long>(idle["daemon_threads_added"].get<int64_t>()),
           HumanBytes(idle["daemon_held"]["rss_bytes"].get<int64_t>()).c_str(),
           idle["daemon_bytes_per_stream"].get<double>(),
           idle["daemon_cpu_percent_streams_only"].get<double>(),
@@ -554,9 +478,10 @@ void PrintText(const nlohmann::json& out) {
 int RunDaemonBench(const std::vector<std::string>& argv) {
   constexpr char kName[] = "daemon-bench";
   absl::StatusOr<Args> args = Args::Parse(
-      argv,
-      {"addr", "model", "prompt-tokens", "tokens", "swap-requests", "rounds", "clients", "seconds",
-       "idle-streams", "hold", "threads", "daemon-pid", "only", "http", "catalog-model"},
+      argv, {"addr",          "model",       "prompt-tokens",    "tokens",       "swap-requests",
+             "rounds",        "clients",     "seconds",          "idle-streams", "connections",
+             "hold",          "threads",     "daemon-pid",       "only",         "http",
+             "catalog-model", "chunked-mib", "slow-connections", "trickle",      "slow-seconds"},
       {"json", "help"});
   if (!args.ok()) return UsageError(kName, std::string(args.status().message()));
   if (args->Has("help")) return std::fputs(kHelp, stdout), kExitOk;
@@ -569,31 +494,41 @@ int RunDaemonBench(const std::vector<std::string>& argv) {
   absl::StatusOr<int64_t> clients = args->GetInt("clients", 8, 1, 4096);
   absl::StatusOr<double> seconds = args->GetSeconds("seconds", 5);
   absl::StatusOr<int64_t> idle_streams = args->GetInt("idle-streams", 1000, 0, 100000);
+  absl::StatusOr<int64_t> connections = args->GetInt("connections", 100, 1, 10000);
   absl::StatusOr<double> hold = args->GetSeconds("hold", 10);
+  absl::StatusOr<int64_t> chunked_mib = args->GetInt("chunked-mib", 64, 1, 1 << 16);
+  absl::StatusOr<int64_t> slow_connections = args->GetInt("slow-connections", 300, 1, 60000);
+  absl::StatusOr<double> trickle = args->GetSeconds("trickle", 1);
+  absl::StatusOr<double> slow_seconds = args->GetSeconds("slow-seconds", 15);
   absl::StatusOr<int64_t> threads =
       args->GetInt("threads", std::max(1u, std::thread::hardware_concurrency()), 1, 1024);
   absl::StatusOr<int64_t> daemon_pid = args->GetInt("daemon-pid", 0, 0, INT32_MAX);
   for (const absl::Status& s :
        {prompt_tokens.status(), tokens.status(), swap_requests.status(), rounds.status(),
-        clients.status(), seconds.status(), idle_streams.status(), hold.status(), threads.status(),
-        daemon_pid.status()}) {
+        clients.status(), seconds.status(), idle_streams.status(), connections.status(),
+        hold.status(), chunked_mib.status(), slow_connections.status(), trickle.status(),
+        slow_seconds.status(), threads.status(), daemon_pid.status()}) {
     if (!s.ok()) return UsageError(kName, std::string(s.message()));
   }
   const char* env_addr = std::getenv("DF11_ADDR");
   const std::string address =
       args->Get("addr").value_or(env_addr != nullptr ? env_addr : "127.0.0.1:7411");
-  const std::set<std::string> all = {"swap", "overhead", "rps", "idle", "http", "ondemand"};
+  const std::set<std::string> all = {"swap", "overhead", "rps",     "idle",
+                                     "http", "ondemand", "chunked", "slow"};
   const std::vector<std::string> only_list =
       absl::StrSplit(args->Get("only").value_or("swap,overhead,rps,idle"), ',');
   const std::set<std::string> only(only_list.begin(), only_list.end());
   for (const std::string& scenario : only) {
     if (!all.contains(scenario)) {
-      return UsageError(kName, absl::StrCat("--only: unknown scenario '", scenario,
-                                            "' (swap, overhead, rps, idle, http, ondemand)"));
+      return UsageError(
+          kName, absl::StrCat("--only: unknown scenario '", scenario,
+                              "' (swap, overhead, rps, idle, http, ondemand, chunked, slow)"));
     }
   }
-  if (only.contains("http") && !args->Has("http")) {
-    return UsageError(kName, "the http scenario needs --http HOST:PORT");
+  for (const char* scenario : {"http", "chunked", "slow"}) {
+    if (only.contains(scenario) && !args->Has("http")) {
+      return UsageError(kName, absl::StrCat("the ", scenario, " scenario needs --http HOST:PORT"));
+    }
   }
   if (only.contains("ondemand") && !args->Has("catalog-model")) {
     return UsageError(kName, "the ondemand scenario needs --catalog-model NAME");
@@ -666,11 +601,29 @@ int RunDaemonBench(const std::vector<std::string>& argv) {
           out["ondemand"],
           BenchOnDemand(setup, source, *args->Get("catalog-model"), static_cast<int>(*rounds)));
     }
+    if (only.contains("chunked")) {
+      progress("chunked: a chunked body past limits.max_request_bytes");
+      DF11_ASSIGN_OR_RETURN(out["chunked"], BenchChunkedBody(*args->Get("http"), *chunked_mib << 20,
+                                                             static_cast<int>(*rounds),
+                                                             static_cast<int>(*daemon_pid)));
+    }
+    if (only.contains("slow")) {
+      progress("slow: requests served while slow clients trickle their headers");
+      const std::string http = *args->Get("http");
+      DF11_ASSIGN_OR_RETURN(
+          out["slow"],
+          BenchSlowClients(
+              http, static_cast<int>(*slow_connections), *trickle, *slow_seconds,
+              [&] { return HttpComplete(http, setup.prompt); }, static_cast<int>(*daemon_pid)));
+    }
     if (only.contains("idle")) {
       progress("idle: held streams");
-      DF11_ASSIGN_OR_RETURN(out["idle"],
-                            BenchIdleStreams(setup, address, static_cast<int>(*idle_streams), *hold,
-                                             static_cast<int>(*daemon_pid)));
+      DF11_ASSIGN_OR_RETURN(
+          out["idle"],
+          BenchIdleStreams(
+              address, static_cast<int>(*idle_streams), static_cast<int>(*connections), *hold,
+              [&] { return StreamGenerate(*setup.client, "bench-a", setup.prompt, 1).status.ok(); },
+              static_cast<int>(*daemon_pid)));
     }
     return absl::OkStatus();
   }();
