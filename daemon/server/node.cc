@@ -476,19 +476,21 @@ absl::StatusOr<registry::ModelHandle> Node::AcquireForRequest(
       }
       load = slot;
     }
-    {
-      absl::MutexLock lock(&loads_mu_);
-      while (!load->done) {
-        if (cancelled && cancelled()) {
-          return absl::CancelledError("the client cancelled the request");
+    // `cancelled` is asked with loads_mu_ released: it may wait on the client's connection.
+    while (true) {
+      {
+        absl::MutexLock lock(&loads_mu_);
+        if (!load->done) loads_changed_.WaitWithTimeout(&loads_mu_, absl::Milliseconds(50));
+        if (load->done) {
+          if (!load->status.ok()) return load->status;
+          break;
         }
-        if (absl::Now() >= deadline) {
-          return absl::DeadlineExceededError(
-              absl::StrCat("model ", name, " is still loading on demand; try again shortly"));
-        }
-        loads_changed_.WaitWithTimeout(&loads_mu_, absl::Milliseconds(50));
       }
-      if (!load->status.ok()) return load->status;
+      if (cancelled && cancelled()) return absl::CancelledError("the client cancelled the request");
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("model ", name, " is still loading on demand; try again shortly"));
+      }
     }
     handle = AcquireUnchanged(key);
     if (handle.ok() || !absl::IsNotFound(handle.status()) || absl::Now() >= deadline) return handle;

@@ -110,7 +110,8 @@ class Node {
                                                         const std::string& owner);
   // A handle on model `name` for a request. A model that is not resident but is in the catalog
   // is loaded now when on_demand is on (requests for it share one load, which goes on when they
-  // give up), and waited for until `deadline`, or until `cancelled` returns true (polled).
+  // give up), and waited for until `deadline`, or until `cancelled` returns true (asked every
+  // 50 ms, with no lock of the node held).
   // kNotFound when the model is neither resident nor in the catalog (naming them);
   // kDeadlineExceeded when the load outlasts the wait; kCancelled; the load's errors
   // (kResourceExhausted with the numbers, kNotFound, kDataLoss, ...); the registry's otherwise.

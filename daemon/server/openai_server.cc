@@ -85,8 +85,11 @@ void HandleCompletion(Node& node, const Caller& caller, bool chat, const HttpReq
   absl::StatusOr<TenantLimits::Slot> slot = node.AdmitRequest(caller, req.peer);
   if (!slot.ok()) return SendError(res, slot.status());
   const std::string& name = request->generate.model();
-  absl::StatusOr<registry::ModelHandle> model = node.AcquireForRequest(
-      caller, name, "", absl::Now() + absl::Seconds(node.config().load_wait_seconds), nullptr);
+  // A client that leaves while its model loads on demand lets go of its request at once.
+  absl::StatusOr<registry::ModelHandle> model =
+      node.AcquireForRequest(caller, name, "",
+                             absl::Now() + absl::Seconds(node.config().load_wait_seconds),
+                             [&res] { return res.ClientGone(); });
   if (!model.ok()) return SendError(res, model.status());
   absl::StatusOr<runtime::GenerationRequest> prepared =
       PrepareGenerate(request->generate, **model, node.config());

@@ -1,7 +1,8 @@
 // The hub failing while df11d loads a model of several shards from it: connections dropped
 // mid-file, answers stalled past the download timeout, errors flapping, and a hub that stays down.
 // Each load retries and completes with the right weights, or fails with UNAVAILABLE; meanwhile
-// another model keeps serving, every request of it answered.
+// another model keeps serving, every request of it answered. And an HTTP client that leaves while
+// its model loads on demand from a stalled hub lets go of its request at once.
 #include <stdlib.h>
 
 #include <atomic>
@@ -20,6 +21,7 @@
 #include "tests/daemon/daemon_process.h"
 #include "tests/daemon/demo_hub.h"
 #include "tests/hub/fake_hub.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/status_matchers.h"
 
 namespace df11 {
@@ -177,6 +179,57 @@ TEST_F(HubFaultsTest, AnOversizedConfigIsRefusedBeforeItIsDownloaded) {
               ::testing::HasSubstr("bytes, more than the 1048576 bytes this file may hold"));
   EXPECT_EQ(hub_->body_bytes_sent("test-org/big-config", "config.json"), 0);
   EXPECT_EQ(GreedyTokens(*client_, "demo").value_or(std::vector<int32_t>{}), *expected_);
+}
+
+// An HTTP client that leaves while its catalog model loads on demand lets go of its request at
+// once (not when the load ends or limits.load_wait passes): with limits.http_requests 1, the next
+// request is served while the stalled load goes on.
+TEST(OnDemandWaitTest, AnHttpClientThatLeavesWhileItsModelLoadsFreesItsRequest) {
+  const std::string dir = testing::MakeTempDir();
+  testing::FakeHub hub;
+  hub.AddCommit("test-org/slow", "main", DemoHubFiles());
+  hub.SetLatency(8000);  // each hub answer takes 8 s; the daemon's API calls give up after 6
+  setenv("HF_HUB_ETAG_TIMEOUT", "6", 1);
+  testing::DaemonProcess daemon;
+  ASSERT_TRUE(daemon
+                  .Start(absl::StrCat("catalog: [{source: test-org/slow, name: slow}]\n",
+                                      "hub: {cache_dir: ", dir, "/hub, endpoint: ", hub.endpoint(),
+                                      "}\n", "limits: {http_requests: 1, load_wait: 120s}\n"),
+                         dir)
+                  .ok());
+  const int leaving = testing::ConnectLoopback(daemon.http_port());
+  ASSERT_GE(leaving, 0);
+  const std::string body = R"({"model": "slow", "prompt": "x", "max_tokens": 1})";
+  ASSERT_TRUE(testing::SendAll(
+      leaving, absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: test\r\n",
+                            "Content-Type: application/json\r\nContent-Length: ", body.size(),
+                            "\r\n\r\n", body)));
+  // Its request holds the one HTTP request slot while the load waits on the hub.
+  auto models = [&] {
+    const int fd = testing::ConnectLoopback(daemon.http_port());
+    testing::SendAll(fd, "GET /v1/models HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    const std::string answer = testing::ReadUntilClosed(fd, std::chrono::seconds(10));
+    close(fd);
+    return answer.substr(0, 12);
+  };
+  std::string answer;
+  for (int i = 0; i < 100 && answer != "HTTP/1.1 503"; ++i) {
+    answer = models();
+    if (answer != "HTTP/1.1 503") std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(answer, "HTTP/1.1 503");
+  const auto left = std::chrono::steady_clock::now();
+  close(leaving);
+  // Served again at once, long before the daemon's first hub call gives up (6 s).
+  for (int i = 0; i < 50 && answer != "HTTP/1.1 200"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    answer = models();
+  }
+  EXPECT_EQ(answer, "HTTP/1.1 200");
+  EXPECT_LT(std::chrono::steady_clock::now() - left, std::chrono::seconds(5));
+  hub.SetLatency(0);
+  EXPECT_EQ(daemon.Terminate(), 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace
