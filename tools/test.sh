@@ -5,7 +5,8 @@
 #   build-cpu/   -DDF11_CUDA=OFF: every target, every test
 #   build-asan/  AddressSanitizer + UBSan: the codec and runtime tests and what they need
 #   build-tsan/  ThreadSanitizer: the tests labelled tsan (the registry and scheduler under
-#                concurrent loads, requests and unloads; the thread pool) and what they need
+#                concurrent loads, requests and unloads; a node and its HTTP front end under
+#                concurrent traffic; the thread pool, timer and HTTP listener) and what they need
 #   build-fuzz/  every target with clang (which checks the thread-safety annotations), and a
 #                short run of each libFuzzer target
 # A configuration that runs some of the tests builds only their targets. The configurations share one
