@@ -59,13 +59,26 @@ absl::StatusOr<nlohmann::json> BenchIdleStreams(const std::string& address, int 
     stubs.push_back(v1::ModelHost::NewStub(
         grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
   }
-  grpc::CompletionQueue cq;
-  std::vector<std::unique_ptr<Watch>> watches(streams);
-  std::atomic<int> opened{0}, failed_to_open{0}, ended{0};
+  // What the driver thread uses, shared with it: when streams fail to end, the thread is left
+  // behind with it rather than with this frame's variables.
+  struct Streams {
+    grpc::CompletionQueue cq;
+    std::vector<std::unique_ptr<Watch>> watches;
+    std::atomic<int> opened{0}, failed_to_open{0}, ended{0};
+  };
+  const auto shared = std::make_shared<Streams>();
+  shared->watches.resize(streams);
+  grpc::CompletionQueue& cq = shared->cq;
+  std::vector<std::unique_ptr<Watch>>& watches = shared->watches;
+  std::atomic<int>& opened = shared->opened;
+  std::atomic<int>& failed_to_open = shared->failed_to_open;
+  std::atomic<int>& ended = shared->ended;
 
   // One thread drives every stream: open, read the first status, keep a read pending (it ends
   // when the stream does), then collect the final status.
-  std::thread driver([&] {
+  std::thread driver([shared] {
+    grpc::CompletionQueue& cq = shared->cq;
+    std::vector<std::unique_ptr<Watch>>& watches = shared->watches;
     void* tag;
     bool ok;
     while (cq.Next(&tag, &ok)) {
@@ -77,7 +90,7 @@ absl::StatusOr<nlohmann::json> BenchIdleStreams(const std::string& address, int 
           if (ok) {
             w.reader->Read(&w.status, Tag(index, kRead));
           } else {
-            ++failed_to_open;
+            ++shared->failed_to_open;
             w.reader->Finish(&w.end, Tag(index, kFinished));
           }
           break;
@@ -85,16 +98,16 @@ absl::StatusOr<nlohmann::json> BenchIdleStreams(const std::string& address, int 
           if (ok) {
             if (!w.opened) {
               w.opened = true;
-              ++opened;
+              ++shared->opened;
             }
             w.reader->Read(&w.status, Tag(index, kRead));
           } else {
-            if (!w.opened) ++failed_to_open;
+            if (!w.opened) ++shared->failed_to_open;
             w.reader->Finish(&w.end, Tag(index, kFinished));
           }
           break;
         case kFinished:
-          ++ended;
+          ++shared->ended;
           break;
       }
     }
@@ -151,7 +164,7 @@ absl::StatusOr<nlohmann::json> BenchIdleStreams(const std::string& address, int 
     cq.Shutdown();
     driver.join();
   } else {
-    driver.detach();  // the process ends with the error below; the queue is left to it
+    driver.detach();  // with the streams it drives: see Streams
   }
   if (!all_ended) {
     return absl::DeadlineExceededError(absl::StrCat(streams - ended.load(), " of ", streams,
