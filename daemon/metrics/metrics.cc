@@ -92,8 +92,8 @@ void Metrics::TimeToFirstToken(const std::string& tenant, const std::string& mod
   ttft_.Add({{"model", model}, {"tenant", tenant}}, LatencyBuckets()).Observe(seconds);
 }
 
-void Metrics::TimePerToken(const std::string& tenant, const std::string& model, double seconds) {
-  tpot_.Add({{"model", model}, {"tenant", tenant}}, LatencyBuckets()).Observe(seconds);
+prometheus::Histogram& Metrics::TimePerToken(const std::string& tenant, const std::string& model) {
+  return tpot_.Add({{"model", model}, {"tenant", tenant}}, LatencyBuckets());
 }
 
 void Metrics::ModelLoad(const std::string& outcome, double seconds) {

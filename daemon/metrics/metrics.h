@@ -35,7 +35,9 @@ class Metrics {
   void StreamStalled(const std::string& tenant, const std::string& model);
   void TokensGenerated(const std::string& tenant, const std::string& model, uint64_t tokens);
   void TimeToFirstToken(const std::string& tenant, const std::string& model, double seconds);
-  void TimePerToken(const std::string& tenant, const std::string& model, double seconds);
+  // The histogram of the time between a model's tokens: found once per request (Family::Add
+  // hashes the labels and locks the family), observed per token. It lives as long as this.
+  prometheus::Histogram& TimePerToken(const std::string& tenant, const std::string& model);
   // A load ended ("ok", "failed" or "cancelled") after `seconds`.
   void ModelLoad(const std::string& outcome, double seconds);
   void ModelEvicted(const std::string& tenant, const std::string& model);

@@ -251,6 +251,9 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
     }
     const runtime::GeneratedToken token = job->sequence_->Advance(logits);
     job->first_token_ = job->last_token_ = Clock::now();
+    if (metrics_ != nullptr) {
+      job->time_per_token_ = &metrics_->TimePerToken(job->model_->owner, job->model_->name);
+    }
     job->Publish(token);
     if (job->sequence_->finished()) {
       EndJob(*job, absl::OkStatus());
@@ -275,8 +278,9 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
       const runtime::GeneratedToken token =
           job.sequence_->Advance(logits.subspan(i * vocab, vocab));
       const Clock::time_point now = Clock::now();
-      if (metrics_ != nullptr)
-        metrics_->TimePerToken(job.model_->owner, job.model_->name, Seconds(job.last_token_, now));
+      if (job.time_per_token_ != nullptr) {
+        job.time_per_token_->Observe(Seconds(job.last_token_, now));
+      }
       job.last_token_ = now;
       job.Publish(token);
       if (job.sequence_->finished()) end(running[i], absl::OkStatus());

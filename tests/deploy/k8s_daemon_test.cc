@@ -212,7 +212,7 @@ TEST(K8sDaemonTest, TheDashboardQueriesMetricsDf11dExports) {
   m.RequestFinished("shared", "demo", "ok");
   m.TokensGenerated("shared", "demo", 1);
   m.TimeToFirstToken("shared", "demo", 0.1);
-  m.TimePerToken("shared", "demo", 0.01);
+  m.TimePerToken("shared", "demo").Observe(0.01);
   m.ModelLoad("ok", 1);
   m.ModelEvicted("shared", "demo");
   m.ModelSwap("cpu");
