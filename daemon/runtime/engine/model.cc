@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -288,21 +289,24 @@ absl::Status Model::Index(bool interleave) {
     for (const auto* u : units) total += u->unit->num_elements();
     return total;
   };
+  layer_sources_.clear();
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::vector<std::string> names = LayerTensorNames(c, i);
+    std::array<const Source*, kLayerTensors>& found = layer_sources_.emplace_back();
+    found.fill(nullptr);
     for (size_t k = 0; k < names.size(); ++k) {
       if (names[k].empty()) continue;
       if (auto [fused, shape] = FusedTensor(c, i, k); !fused.empty()) {
         DF11_RETURN_IF_ERROR(Find(fused, shape).status());
       }
-      DF11_ASSIGN_OR_RETURN(const Source* source, Find(names[k], shapes[k]));
-      if (shapes[k].size() == 1 && source->unit != nullptr) vectors_in_units_ = true;
+      DF11_ASSIGN_OR_RETURN(found[k], Find(names[k], shapes[k]));
+      if (shapes[k].size() == 1 && found[k]->unit != nullptr) vectors_in_units_ = true;
     }
     layer_scratch_elements_ = std::max(layer_scratch_elements_, units_elements(names));
   }
   const std::string embedding = EmbeddingName(c), head = LmHeadName(c);
   DF11_RETURN_IF_ERROR(Find(embedding, {c.vocab_size, c.hidden_size}).status());
-  DF11_RETURN_IF_ERROR(Find(head, {c.vocab_size, c.hidden_size}).status());
+  DF11_ASSIGN_OR_RETURN(head_source_, Find(head, {c.vocab_size, c.hidden_size}));
   head_scratch_elements_ = units_elements(std::span(&head, 1));
   const std::string final_norm = c.tensor_prefix + "norm.weight";
   DF11_ASSIGN_OR_RETURN(const Source* norm, Find(final_norm, {c.hidden_size}));
@@ -370,16 +374,21 @@ absl::StatusOr<const Model::Source*> Model::Find(const std::string& name,
   return &s;
 }
 
-absl::Status Model::Resolve(std::span<const std::string> names,
+absl::Status Model::Resolve(std::span<const Source* const> sources,
                             std::span<const bool> keep_compressed, std::span<MatrixRef> out,
                             std::span<uint16_t> scratch, codec::ThreadPool* pool) const {
-  // Each DF11 unit the names touch is decoded once, into consecutive scratch regions.
-  std::map<const codec::Df11Model::UnitEntry*, size_t> decoded;  // unit -> scratch offset
+  if (sources.size() > kLayerTensors) {
+    return absl::InvalidArgumentError(absl::StrCat(sources.size(), " tensors at once"));
+  }
+  // Each DF11 unit the tensors touch is decoded once, into consecutive scratch regions: the
+  // units decoded so far, each with its scratch offset.
+  std::array<std::pair<const codec::Df11Model::UnitEntry*, size_t>, kLayerTensors> decoded;
+  size_t decoded_units = 0;
   size_t used = 0;
-  for (size_t k = 0; k < names.size(); ++k) {
+  for (size_t k = 0; k < sources.size(); ++k) {
     out[k] = MatrixRef{};
-    if (names[k].empty()) continue;
-    const Source& s = sources_.at(names[k]);
+    if (sources[k] == nullptr) continue;
+    const Source& s = *sources[k];
     if (s.unit == nullptr) {
       out[k].data = s.data;
       continue;
@@ -391,8 +400,9 @@ absl::Status Model::Resolve(std::span<const std::string> names,
       out[k].region = s.region;
       continue;
     }
-    auto [it, fresh] = decoded.emplace(s.unit, used);
-    if (fresh) {
+    auto it = std::find_if(decoded.begin(), decoded.begin() + decoded_units,
+                           [&](const auto& d) { return d.first == s.unit; });
+    if (it == decoded.begin() + decoded_units) {
       const size_t n = s.unit->unit->num_elements();
       if (used + n > scratch.size()) {
         return absl::InvalidArgumentError(
@@ -403,6 +413,8 @@ absl::Status Model::Resolve(std::span<const std::string> names,
       } else {
         DF11_RETURN_IF_ERROR(s.decoder->Decode(scratch.subspan(used, n), pool));
       }
+      *it = {s.unit, used};
+      ++decoded_units;
       used += n;
     }
     out[k].data = scratch.data() + it->second + s.offset;
@@ -415,12 +427,11 @@ absl::StatusOr<LayerWeights> Model::Layer(int64_t i, std::span<uint16_t> scratch
   if (i < 0 || i >= config_.num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("layer ", i, " of ", config_.num_layers));
   }
-  const std::vector<std::string> names = LayerTensorNames(config_, i);
-  constexpr size_t kMatrices = 7;  // the first names are the matrices, in LayerWeights order
+  constexpr size_t kMatrices = 7;  // the first tensors are the matrices, in LayerWeights order
   bool keep[kLayerTensors] = {};
   for (size_t k = 0; k < kMatrices; ++k) keep[k] = !decode_matrices;
   MatrixRef refs[kLayerTensors];
-  DF11_RETURN_IF_ERROR(Resolve(names, keep, refs, scratch, pool));
+  DF11_RETURN_IF_ERROR(Resolve(layer_sources_[static_cast<size_t>(i)], keep, refs, scratch, pool));
   LayerWeights w;
   MatrixRef* matrices[kMatrices] = {&w.q_proj,    &w.k_proj,  &w.v_proj,   &w.o_proj,
                                     &w.gate_proj, &w.up_proj, &w.down_proj};
@@ -466,11 +477,10 @@ absl::Status Model::EmbedTokens(std::span<const int32_t> tokens, float* out) con
 
 absl::StatusOr<MatrixRef> Model::LmHead(std::span<uint16_t> scratch, codec::ThreadPool* pool,
                                         bool decode) const {
-  const std::string name = LmHeadName(config_);
   const bool keep = !decode;
   MatrixRef ref;
   DF11_RETURN_IF_ERROR(
-      Resolve(std::span(&name, 1), std::span(&keep, 1), std::span(&ref, 1), scratch, pool));
+      Resolve(std::span(&head_source_, 1), std::span(&keep, 1), std::span(&ref, 1), scratch, pool));
   return ref;
 }
 

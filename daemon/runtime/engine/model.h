@@ -12,6 +12,7 @@
 #ifndef DF11_DAEMON_RUNTIME_ENGINE_MODEL_H_
 #define DF11_DAEMON_RUNTIME_ENGINE_MODEL_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -182,17 +183,21 @@ class Model final : public PlacedModel {
   // Adds a Source for each piece of a fused tensor (FusedPieces) that Index found.
   absl::Status AddFusedPieces();
   absl::StatusOr<const Source*> Find(const std::string& name, std::vector<int64_t> shape) const;
-  // Resolves `names` (empty entries give an empty MatrixRef), decoding the units they need into
-  // `scratch`, except for names whose `keep_compressed` entry is true.
-  absl::Status Resolve(std::span<const std::string> names, std::span<const bool> keep_compressed,
-                       std::span<MatrixRef> out, std::span<uint16_t> scratch,
-                       codec::ThreadPool* pool) const;
+  // Resolves up to kLayerTensors `sources` (null entries give an empty MatrixRef), decoding the
+  // units they need into `scratch`, except for those whose `keep_compressed` entry is true.
+  absl::Status Resolve(std::span<const Source* const> sources,
+                       std::span<const bool> keep_compressed, std::span<MatrixRef> out,
+                       std::span<uint16_t> scratch, codec::ThreadPool* pool) const;
 
   ModelConfig config_;
   std::string directory_;
   std::unique_ptr<codec::Df11Model> df11_;
   std::unique_ptr<codec::Checkpoint> checkpoint_;
   std::map<std::string, Source> sources_;
+  // Each layer's tensors in LayerTensorNames order (null where the architecture has none) and the
+  // output head, found at load: a pass looks nothing up by name.
+  std::vector<std::array<const Source*, kLayerTensors>> layer_sources_;
+  const Source* head_source_ = nullptr;
   std::vector<const codec::Df11Model::UnitEntry*> units_;  // those InTextModel
   std::map<const codec::Df11Model::UnitEntry*, codec::UnitDecoder> decoders_;
   std::map<const codec::Df11Model::UnitEntry*, codec::InterleavedUnit> interleaved_;

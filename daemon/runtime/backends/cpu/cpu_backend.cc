@@ -516,12 +516,7 @@ absl::Status CpuBackend::Forward(const PlacedModel& placed, std::span<const Sequ
     if (dynamic_cast<CpuKvCache*>(s.cache) == nullptr) {
       return absl::InvalidArgumentError("Forward: a KV cache made by another backend");
     }
-    for (int32_t t : s.tokens) {
-      if (t < 0 || t >= V) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("token id ", t, " is outside the vocabulary of ", V));
-      }
-    }
+    DF11_RETURN_IF_ERROR(CheckTokenIds(s.tokens, V));
     if (s.cache->length() + static_cast<int64_t>(s.tokens.size()) > s.cache->capacity()) {
       return absl::InvalidArgumentError(
           absl::StrCat("the KV cache holds ", s.cache->capacity(), " positions; ",
