@@ -46,10 +46,12 @@ configure_build_test() {
   else
     cmake --build "$dir" -j"$jobs"
   fi
-  # --no-tests=error: a label that matches no test fails; then no test outside the gpu label
-  # may have skipped (tools/check_skips.py reads ctest's JUnit report).
-  ctest --test-dir "$dir" --output-on-failure -j"$jobs" --no-tests=error \
-    --output-junit junit.xml "${select[@]}"
+  # --no-tests=error: a label that matches no test fails; then no test outside the gpu label,
+  # nor any of its cases, may have skipped (tools/check_skips.py reads ctest's JUnit report and
+  # GoogleTest's XML report of each program).
+  rm -rf "$dir/gtest-xml"
+  GTEST_OUTPUT="xml:$PWD/$dir/gtest-xml/" ctest --test-dir "$dir" --output-on-failure \
+    -j"$jobs" --no-tests=error --output-junit junit.xml "${select[@]}"
   python3 tools/check_skips.py "$dir/junit.xml" "$dir"
 }
 
