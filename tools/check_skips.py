@@ -18,9 +18,9 @@ import sys
 import xml.etree.ElementTree as ET
 
 
-def gpu_tests(build_dir):
-    # `ctest -N -L gpu` lists "  Test  #7: name" lines.
-    out = subprocess.run(["ctest", "--test-dir", build_dir, "-N", "-L", "gpu"],
+def labelled(build_dir, label):
+    # `ctest -N -L LABEL` lists "  Test  #7: name" lines.
+    out = subprocess.run(["ctest", "--test-dir", build_dir, "-N", "-L", label],
                          capture_output=True, text=True, check=True).stdout
     return set(re.findall(r"^\s*Test\s+#\d+: (\S+)$", out, re.MULTILINE))
 
@@ -30,13 +30,22 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     junit, build_dir = sys.argv[1], sys.argv[2]
-    allowed = gpu_tests(build_dir)
+    allowed = labelled(build_dir, "gpu")
     bad = []
+    ran = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")]
     for case in ET.parse(junit).getroot().iter("testcase"):
         skipped = case.find("skipped") is not None or case.get("status") in ("notrun", "disabled")
         if skipped and case.get("name") not in allowed:
             bad.append(case.get("name"))
-    bad_cases = skipped_cases(os.path.join(build_dir, "gtest-xml"), allowed)
+    xml_dir = os.path.join(build_dir, "gtest-xml")
+    # Every GoogleTest program writes a report; the libFuzzer runs (label fuzz) write none.
+    fuzz = labelled(build_dir, "fuzz")
+    expects_reports = any(name not in fuzz and name not in allowed for name in ran)
+    if expects_reports and not glob.glob(os.path.join(xml_dir, "*.xml")):
+        print(f"check_skips: no GoogleTest reports in {xml_dir}: run ctest with "
+              f"GTEST_OUTPUT=xml:{xml_dir}/ (tools/test.sh does)", file=sys.stderr)
+        return 1
+    bad_cases = skipped_cases(xml_dir, allowed)
     if bad:
         print("check_skips: tests outside the gpu label skipped: " + ", ".join(sorted(bad)),
               file=sys.stderr)

@@ -1,5 +1,5 @@
-// The Hugging Face hub's HTTP protocol, as the official `huggingface_hub` library speaks it
-// (the hub's HTTP API as huggingface_hub speaks it): resolving a revision to a commit, listing a commit's files,
+// The Hugging Face hub's HTTP protocol, as the official `huggingface_hub` library speaks it:
+// resolving a revision to a commit, listing a commit's files,
 // a file's metadata (HEAD on /resolve/, relative redirects followed by hand) and its bytes (GET,
 // resumed with Range, verified against its etag while streaming). Requests are retried with
 // backoff on network errors, 408, 429 (honouring RateLimit / Retry-After) and 5xx. The token goes

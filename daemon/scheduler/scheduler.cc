@@ -251,9 +251,6 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
     }
     const runtime::GeneratedToken token = job->sequence_->Advance(logits);
     job->first_token_ = job->last_token_ = Clock::now();
-    if (metrics_ != nullptr) {
-      job->time_per_token_ = &metrics_->TimePerToken(job->model_->owner, job->model_->name);
-    }
     job->Publish(token);
     if (job->sequence_->finished()) {
       EndJob(*job, absl::OkStatus());
@@ -278,7 +275,11 @@ void Scheduler::Turn(ModelWork& work, std::vector<std::shared_ptr<Job>> admitted
       const runtime::GeneratedToken token =
           job.sequence_->Advance(logits.subspan(i * vocab, vocab));
       const Clock::time_point now = Clock::now();
-      if (job.time_per_token_ != nullptr) {
+      if (metrics_ != nullptr) {
+        // Found at the second token: a 1-token request leaves no empty series.
+        if (job.time_per_token_ == nullptr) {
+          job.time_per_token_ = &metrics_->TimePerToken(job.model_->owner, job.model_->name);
+        }
         job.time_per_token_->Observe(Seconds(job.last_token_, now));
       }
       job.last_token_ = now;

@@ -93,7 +93,7 @@ class Job {
   // Engine thread only; Next reads the times after Finish, which orders them before it.
   runtime::GenerationRequest request_;
   std::chrono::steady_clock::time_point first_pass_, first_token_, last_token_;
-  prometheus::Histogram* time_per_token_ = nullptr;  // with metrics, from the first token on
+  prometheus::Histogram* time_per_token_ = nullptr;  // with metrics, from the second token on
   std::unique_ptr<runtime::Sequence> sequence_;  // from its first turn on
   uint64_t kv_bytes_ = 0;
 

@@ -188,8 +188,9 @@ TEST(OnDemandWaitTest, AnHttpClientThatLeavesWhileItsModelLoadsFreesItsRequest) 
   const std::string dir = testing::MakeTempDir();
   testing::FakeHub hub;
   hub.AddCommit("test-org/slow", "main", DemoHubFiles());
-  hub.SetLatency(8000);  // each hub answer takes 8 s; the daemon's API calls give up after 6
+  hub.SetLatency(8000);  // each hub answer takes 8 s; the daemon's calls give up after 6
   setenv("HF_HUB_ETAG_TIMEOUT", "6", 1);
+  setenv("HF_HUB_DOWNLOAD_TIMEOUT", "6", 1);
   testing::DaemonProcess daemon;
   ASSERT_TRUE(daemon
                   .Start(absl::StrCat("catalog: [{source: test-org/slow, name: slow}]\n",
@@ -229,6 +230,8 @@ TEST(OnDemandWaitTest, AnHttpClientThatLeavesWhileItsModelLoadsFreesItsRequest) 
   EXPECT_LT(std::chrono::steady_clock::now() - left, std::chrono::seconds(5));
   hub.SetLatency(0);
   EXPECT_EQ(daemon.Terminate(), 0);
+  unsetenv("HF_HUB_ETAG_TIMEOUT");
+  unsetenv("HF_HUB_DOWNLOAD_TIMEOUT");
   fs::remove_all(dir);
 }
 

@@ -1,5 +1,5 @@
 // A fake Hugging Face Hub for tests: a hub server and a CDN server on 127.0.0.1, each on its own
-// ephemeral port, speaking the protocol of HF_HUB_AND_MODELS.md §1.1-§1.8:
+// ephemeral port, speaking the hub's HTTP protocol as huggingface_hub uses it (hub_client.h):
 //   GET  /api/models/{org}/{name}[/revision/{rev}]    repo info: id, sha, siblings, gated, ...
 //   GET  /api/models/{org}/{name}/tree/{rev}[/{dir}]  ?recursive=true&expand=false; pages of
 //        SetTreePageSize() entries, the next one named by an absolute `Link: <...>; rel="next"`

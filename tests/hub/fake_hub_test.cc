@@ -1,4 +1,4 @@
-// The fake hub speaks the Hub protocol of HF_HUB_AND_MODELS.md §1.1-§1.8 exactly: checked here
+// The fake hub speaks the hub's HTTP protocol (fake_hub.h lists it) exactly: checked here
 // with a plain HTTP client (and a raw socket for keep-alive), since the hub client's own tests
 // rely on it. Expected ids come from git and sha256sum, not from the fake's code.
 #include "tests/hub/fake_hub.h"

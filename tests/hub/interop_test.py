@@ -2,7 +2,7 @@
 """Interop of `df11 download` with the real huggingface_hub on one shared hub cache.
 
 Both download a small repo served by tests/hub fake_hub on 127.0.0.1; each must find and reuse
-what the other wrote (HF_HUB_AND_MODELS.md section 2), offline too, and both at once.
+what the other wrote (the cache layout of daemon/hub/cache.h), offline too, and both at once.
 
   DF11_TOOL=build/tools/df11 FAKE_HUB=build/tests/hub/fake_hub \
       build/venv-hub/bin/python3 tests/hub/interop_test.py -v

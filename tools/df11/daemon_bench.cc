@@ -66,7 +66,8 @@ process also loads DIR to run the CPU engine alone. Scenarios, in this order:
   slow      1-token POST /v1/completions on --http, back to back, alone for a quarter of
             --slow-seconds, then for --slow-seconds while --slow-connections clients trickle
             their headers one byte per --trickle seconds (reconnecting when cut; from
-            127.1.0.0/16 on loopback, as many clients would): the latency ratio and the
+            127.1.0.0/16 on IPv4 loopback, as many clients would; from one address otherwise,
+            where limits.http_max_connections_per_client caps them): the latency ratio and the
             daemon's threads are the result
 Run the daemon alone on the machine: the engine-alone runs share its CPUs.
 

@@ -195,15 +195,17 @@ absl::StatusOr<nlohmann::json> BenchIdleStreams(const std::string& address, int 
                         {"request_ms_during_hold_p99", Percentile(latencies, 0.99) * 1e3}};
   if (daemon_pid > 0) {
     out["daemon_before"] = ToJson(before);
+    out["daemon_streams_alone"] = ToJson(quiet_end);
     out["daemon_held"] = ToJson(held_end);
     // CPU the daemon spent holding the streams alone, then while also serving the requests.
     out["daemon_cpu_percent_streams_only"] =
         100 * (quiet_end.cpu_seconds - quiet_start.cpu_seconds) / quiet_seconds;
     out["daemon_cpu_percent_with_requests"] =
         100 * (held_end.cpu_seconds - held_start.cpu_seconds) / held_seconds;
-    out["daemon_threads_added"] = held_end.threads - before.threads;
+    // What the open streams alone added (sampled before any request is served meanwhile).
+    out["daemon_threads_added"] = quiet_end.threads - before.threads;
     out["daemon_bytes_per_stream"] =
-        static_cast<double>(held_end.rss_bytes - before.rss_bytes) / streams;
+        static_cast<double>(quiet_end.rss_bytes - before.rss_bytes) / std::max(1, opened.load());
   }
   return out;
 }
@@ -333,18 +335,34 @@ absl::StatusOr<nlohmann::json> BenchChunkedBody(const std::string& http, int64_t
   absl::StatusOr<Target> target = Resolve(http);
   if (!target.ok()) return target.status();
   const ProcessSample before = SampleProcess(daemon_pid);
+  // The daemon's resident bytes, sampled every 2 ms while the rounds run.
+  std::atomic<bool> rounds_done{false};
+  std::atomic<int64_t> peak_rss{before.rss_bytes};
+  std::thread sampler([&] {
+    while (daemon_pid > 0 && !rounds_done) {
+      const int64_t rss = SampleProcess(daemon_pid).rss_bytes;
+      if (rss > peak_rss) peak_rss = rss;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
   std::vector<double> answer, closed, bytes_before;
   std::map<int, int> statuses;
-  int64_t peak_rss = before.rss_bytes;
-  for (int round = 0; round < rounds; ++round) {
+  absl::Status failed;
+  for (int round = 0; round < rounds && failed.ok(); ++round) {
     absl::StatusOr<Refusal> r = SendChunkedBody(*target, body_bytes);
-    if (!r.ok()) return r.status();
+    if (!r.ok()) {
+      failed = r.status();
+      break;
+    }
     ++statuses[r->status];
-    answer.push_back(r->answer_seconds);
     closed.push_back(r->closed_seconds);
+    if (r->status == 0) continue;  // no answer: nothing to time
+    answer.push_back(r->answer_seconds);
     bytes_before.push_back(static_cast<double>(r->bytes_before_answer));
-    peak_rss = std::max(peak_rss, SampleProcess(daemon_pid).rss_bytes);
   }
+  rounds_done = true;
+  sampler.join();
+  if (!failed.ok()) return failed;
   nlohmann::json by_status = nlohmann::json::object();
   for (const auto& [status, n] : statuses) by_status[std::to_string(status)] = n;
   nlohmann::json out = {{"body_bytes", body_bytes},
@@ -357,7 +375,7 @@ absl::StatusOr<nlohmann::json> BenchChunkedBody(const std::string& http, int64_t
                         {"bytes_sent_before_answer_p50", Median(bytes_before)}};
   if (daemon_pid > 0) {
     out["daemon_before"] = ToJson(before);
-    out["daemon_peak_rss_growth_bytes"] = peak_rss - before.rss_bytes;
+    out["daemon_peak_rss_growth_bytes"] = peak_rss.load() - before.rss_bytes;
   }
   return out;
 }
@@ -366,8 +384,9 @@ namespace {
 
 // ---- clients trickling their headers ---------------------------------------------------------
 
-// `count` connections that each send one more byte of an endless header every `interval`; a
-// connection the daemon closes is counted and opened again, so that `count` stay held.
+// `count` connections that each send the start of a request and then one more byte of a header
+// value that never ends every `interval`; a connection the daemon closes is counted and opened
+// again, so that `count` stay held.
 class Trickle {
  public:
   Trickle(const Target& target, int count, double interval)
@@ -383,18 +402,17 @@ class Trickle {
     }
   }
 
-  // Connections open now, and how many the daemon has closed so far.
+  // Connections open now, how many the daemon has closed so far, and failed attempts to open one.
   int held() const { return held_.load(); }
   int closed_by_daemon() const { return closed_.load(); }
-  int failed_to_open() const { return failed_.load(); }
+  int open_failures() const { return failed_.load(); }
 
  private:
-  static constexpr std::string_view kHeaders =
-      "GET /v1/models HTTP/1.1\r\nHost: df11d\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  static constexpr std::string_view kStart = "GET /v1/models HTTP/1.1\r\nHost: df11d\r\nX-Slow: ";
 
   int Open(int i) {
     const int fd = Connect(target_, i);
-    if (fd < 0 || !SendAll(fd, kHeaders.substr(0, 1))) {
+    if (fd < 0 || !SendAll(fd, kStart)) {
       if (fd >= 0) close(fd);
       ++failed_;
       return -1;
@@ -404,7 +422,7 @@ class Trickle {
   }
 
   void Run() {
-    for (size_t step = 1; !stop_; ++step) {
+    while (!stop_) {
       const Clock::time_point next = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                         std::chrono::duration<double>(interval_));
       for (size_t i = 0; i < fds_.size() && !stop_; ++i) {
@@ -413,7 +431,7 @@ class Trickle {
           char c;
           const ssize_t got = recv(fd, &c, 1, MSG_DONTWAIT);
           const bool gone = got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-          const char byte = kHeaders[1 + (step % (kHeaders.size() - 1))];
+          const char byte = 'a';
           if (gone || got > 0 || send(fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
             close(fd);  // closed, or answered (a 408 or 431): the daemon let it go
             fd = -1;
@@ -463,8 +481,9 @@ absl::StatusOr<nlohmann::json> BenchSlowClients(const std::string& http, int slo
                                                 const ServedRequest& served, int daemon_pid) {
   absl::StatusOr<Target> target = Resolve(http);
   if (!target.ok()) return target.status();
-  const ProcessSample before = SampleProcess(daemon_pid);
   const Served alone = Serve(seconds / 4, served);
+  // After the requests alone: the HTTP handler threads they needed stay a while (30 s idle).
+  const ProcessSample before = SampleProcess(daemon_pid);
 
   Trickle slow(*target, slow_connections, trickle);
   std::this_thread::sleep_for(std::chrono::duration<double>(std::max(1.0, trickle)));
@@ -478,7 +497,7 @@ absl::StatusOr<nlohmann::json> BenchSlowClients(const std::string& http, int slo
                         {"trickle_seconds", trickle},
                         {"held_at_start", held_at_start},
                         {"held_at_end", held_at_end},
-                        {"slow_failed_to_open", slow.failed_to_open()},
+                        {"slow_open_failures", slow.open_failures()},
                         {"slow_closed_by_daemon", slow.closed_by_daemon()},
                         {"seconds_with_slow_clients", seconds},
                         {"requests_alone", alone.latencies.size() + alone.errors},
