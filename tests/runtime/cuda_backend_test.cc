@@ -155,7 +155,7 @@ void ExpectDecodesLikeTheCpu(CudaBackend& backend, const PlacedModel& model,
   };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     SCOPED_TRACE(::testing::Message() << "layer " << l);
-    DF11_ASSERT_OK(backend.DecodeLayer(model, l, static_cast<int>(l % 2)));
+    DF11_ASSERT_OK(backend.DecodeLayer(model, l));
     DF11_ASSERT_OK(backend.FinishDecodes());
     DF11_ASSERT_OK_AND_ASSIGN(LayerWeights w, cpu->Layer(l, scratch, &pool));
     const std::vector<const uint16_t*> host = {w.q_proj.data,
@@ -180,7 +180,7 @@ void ExpectDecodesLikeTheCpu(CudaBackend& backend, const PlacedModel& model,
                                                w.mlp_output_norm};
     ASSERT_EQ(host.size(), kLayerTensors);
     for (size_t k = 0; k < kLayerTensors; ++k) {
-      const DeviceTensor t = backend.LayerTensor(model, l, static_cast<int>(l % 2), k);
+      const DeviceTensor t = backend.LayerTensor(model, l, k);
       EXPECT_EQ(t.space == DeviceTensor::Space::kAbsent, host[k] == nullptr) << "tensor " << k;
       if (host[k] == nullptr) continue;
       expect_equal(ReadBack(backend, model, t), host[k], t.bytes / 2);
@@ -436,11 +436,11 @@ TEST_F(CudaBackendTest, ADecodeThatFailsOnTheDeviceNamesTheModelAndLayer) {
   ASSERT_NE(backend, nullptr);
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<PlacedModel> model, Place(*backend, Df11Dir("qwen3")));
   emulated_->FailDecodes(true);
-  DF11_ASSERT_OK(backend->DecodeLayer(*model, 2, 0));
+  DF11_ASSERT_OK(backend->DecodeLayer(*model, 2));
   EXPECT_THAT(backend->FinishDecodes(),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("decoding layer 2 of ")));
   emulated_->FailDecodes(false);
-  DF11_ASSERT_OK(backend->DecodeLayer(*model, 2, 0));
+  DF11_ASSERT_OK(backend->DecodeLayer(*model, 2));
   DF11_EXPECT_OK(backend->FinishDecodes());
 }
 #endif
@@ -881,9 +881,8 @@ TEST_F(CudaBackendTest, ForwardRefusesBadSteps) {
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> host, Model::Load(Df11Dir("qwen3")));
   EXPECT_THAT(backend->Forward(*host, std::span(&one, 1), logits),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("placed on cpu")));
-  EXPECT_THAT(backend->DecodeLayer(*host, 0, 0), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(backend->DecodeLayer(*model, 99, 0), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(backend->DecodeLayer(*model, 0, 2), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(backend->DecodeLayer(*host, 0), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(backend->DecodeLayer(*model, 99), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(CudaBackendTest, PlacementReportsProgressAndCanBeCancelled) {

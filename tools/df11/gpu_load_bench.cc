@@ -250,18 +250,15 @@ absl::StatusOr<nlohmann::ordered_json> Run(const std::string& dir, const std::st
   uint64_t decoded = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     for (size_t k = 0; k < runtime::kLayerTensors; ++k) {
-      const runtime::DeviceTensor t = backend->LayerTensor(*model, l, static_cast<int>(l % 2), k);
-      if (t.space == runtime::DeviceTensor::Space::kScratch0 ||
-          t.space == runtime::DeviceTensor::Space::kScratch1) {
-        decoded += t.bytes;
-      }
+      const runtime::DeviceTensor t = backend->LayerTensor(*model, l, k);
+      if (t.space == runtime::DeviceTensor::Space::kScratch) decoded += t.bytes;
     }
   }
   std::vector<double> decode_seconds;
   for (int i = 0; i < runs + 1; ++i) {
     const Clock::time_point t0 = Clock::now();
     for (int64_t l = 0; l < c.num_layers; ++l) {
-      DF11_RETURN_IF_ERROR(backend->DecodeLayer(*model, l, static_cast<int>(l % 2)));
+      DF11_RETURN_IF_ERROR(backend->DecodeLayer(*model, l));
     }
     DF11_RETURN_IF_ERROR(backend->FinishDecodes());
     if (i > 0) decode_seconds.push_back(Seconds(t0, Clock::now()));

@@ -26,6 +26,7 @@
 #include "daemon/runtime/backends/cuda/arena_allocator.h"
 #include "daemon/runtime/backends/cuda/gpu_device.h"
 #include "daemon/runtime/backends/cuda/gpu_handles.h"
+#include "daemon/runtime/backends/cuda/scratch_buffer.h"
 
 namespace df11::runtime {
 
@@ -56,9 +57,11 @@ class CudaArena {
   absl::Status CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The two decode scratch buffers (0: none) and the BF16 elements each holds.
-  Id scratch(int buffer) const ABSL_SHARED_LOCKS_REQUIRED(mu_) { return scratch_[buffer]; }
-  uint64_t scratch_elements(int buffer) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return scratch_elements_[buffer];
+  Id scratch(ScratchBuffer buffer) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return scratch_[IndexOf(buffer)];
+  }
+  uint64_t scratch_elements(ScratchBuffer buffer) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return scratch_elements_[IndexOf(buffer)];
   }
   // Resizes them to `need` elements. Every stream is synchronized first when one moves.
   absl::Status ResizeScratchLocked(std::array<uint64_t, 2> need)

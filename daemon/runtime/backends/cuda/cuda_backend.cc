@@ -11,8 +11,7 @@
 #include "codec/base/check.h"
 #include "codec/base/status_macros.h"
 #include "codec/gpu_decoder.h"
-#include "codec/lane_unit.h"
-#include "codec/tiled_matrix.h"
+#include "daemon/runtime/backends/cuda/fused_sources.h"
 
 namespace df11::runtime {
 namespace {
@@ -24,81 +23,7 @@ uint64_t WorkspaceBytes(const GpuDevice& device, const CudaBackend::Options& opt
          options.library_workspace_bytes;
 }
 
-// Where weight `w` is as rows of a tiled matrix of `tiled` (per unit), when it is: a whole tensor
-// of a tiled unit, or a range of its rows that starts and ends on a band.
-std::optional<CudaPlacedModel::FusedSource> FindTiled(
-    const WeightLocation& w, const std::vector<std::vector<TiledTensor>>& tiled) {
-  if (w.unit < 0 || static_cast<size_t>(w.unit) >= tiled.size() || w.shape.size() != 2) {
-    return std::nullopt;
-  }
-  const uint64_t rows = w.shape[0], cols = w.shape[1];
-  for (const TiledTensor& t : tiled[w.unit]) {
-    const uint64_t n = uint64_t{t.image.rows} * t.image.cols;
-    if (w.offset < t.element_offset || w.offset >= t.element_offset + n) continue;
-    const uint64_t first = w.offset - t.element_offset;
-    if (cols != t.image.cols || first % cols != 0) return std::nullopt;
-    const uint64_t first_row = first / cols;
-    if (first_row % codec::gpu::kTileRows != 0 || rows % codec::gpu::kTileRows != 0 ||
-        first_row + rows > t.image.rows) {
-      return std::nullopt;
-    }
-    return CudaPlacedModel::FusedSource{.offset = t.offset,
-                                        .image = t.image,
-                                        .first_row = static_cast<uint32_t>(first_row),
-                                        .rows = static_cast<uint32_t>(rows)};
-  }
-  return std::nullopt;
-}
-
-// Weight `w` as a lane-stream product, when its unit is lane-stream and the product takes it.
-std::optional<CudaPlacedModel::LaneSource> FindLane(
-    const WeightLocation& w, const std::vector<std::optional<LaneImage>>& lanes) {
-  if (w.unit < 0 || static_cast<size_t>(w.unit) >= lanes.size() || !lanes[w.unit].has_value() ||
-      w.shape.size() != 2 || !codec::LaneProductSupported(w.offset, w.shape[0], w.shape[1])) {
-    return std::nullopt;
-  }
-  return CudaPlacedModel::LaneSource{.unit = static_cast<size_t>(w.unit),
-                                     .first_element = w.offset,
-                                     .rows = static_cast<uint32_t>(w.shape[0]),
-                                     .cols = static_cast<uint32_t>(w.shape[1])};
-}
-
 }  // namespace
-
-// Where tensor k (LayerTensorNames order) of `layer` is once the layer is decoded into scratch
-// buffer `buffer`: in the scratch, resident in the model's allocation, or absent.
-DeviceTensor LayerTensorOf(const GpuModelPlan& plan, int64_t layer, int buffer, size_t k) {
-  const TensorSource& t = plan.layers[layer].tensors[k];
-  switch (t.kind) {
-    case TensorSource::Kind::kAbsent:
-      return DeviceTensor{};
-    case TensorSource::Kind::kResident:
-      return DeviceTensor{
-          .space = DeviceTensor::Space::kModel, .offset = t.offset, .bytes = t.bytes};
-    case TensorSource::Kind::kScratch:
-      break;
-  }
-  return DeviceTensor{
-      .space = buffer == 0 ? DeviceTensor::Space::kScratch0 : DeviceTensor::Space::kScratch1,
-      .offset = t.offset,
-      .bytes = t.bytes};
-}
-
-// Where the output head is once decoded (plan.head_buffer), or resident.
-DeviceTensor LmHeadOf(const GpuModelPlan& plan) {
-  const TensorSource& t = plan.head;
-  if (t.kind == TensorSource::Kind::kResident) {
-    return DeviceTensor{.space = DeviceTensor::Space::kModel, .offset = t.offset, .bytes = t.bytes};
-  }
-  return DeviceTensor{.space = plan.head_buffer == 0 ? DeviceTensor::Space::kScratch0
-                                                     : DeviceTensor::Space::kScratch1,
-                      .offset = t.offset,
-                      .bytes = t.bytes};
-}
-
-CudaPlacedModel::~CudaPlacedModel() { backend_->Release(*this); }
-
-std::string_view CudaPlacedModel::device() const { return backend_->device(); }
 
 CudaBackend::CudaBackend(std::unique_ptr<GpuDevice> device, const Options& options)
     : device_(std::move(device)), options_(options), device_name_(device_->name()) {}
@@ -263,62 +188,9 @@ absl::StatusOr<std::unique_ptr<PlacedModel>> CudaBackend::Place(std::unique_ptr<
   // A file truncated or rewritten while it was copied gave the device other bytes than the
   // validated ones (the mapping guard turns reads past a truncation into zeros).
   DF11_RETURN_IF_ERROR(host->CheckFiles());
-  // Where a weight of a unit is; none for a plain tensor or an absent name.
-  auto locate = [&](const std::string& name) -> std::optional<WeightLocation> {
-    if (name.empty()) return std::nullopt;
-    absl::StatusOr<WeightLocation> w = host->Locate(name);
-    if (!w.ok() || w->unit < 0) return std::nullopt;
-    return *std::move(w);
-  };
-  // The pieces of the largest lane-stream launch a short pass makes: q, k and v; gate and up;
-  // o; down; the head.
-  uint64_t lane_workspace = 0;
-  using LaneSource = CudaPlacedModel::LaneSource;
-  auto lane_launch = [&](std::initializer_list<std::optional<LaneSource>> sources) {
-    std::vector<codec::gpu::LaneProduct> products;
-    for (const std::optional<LaneSource>& s : sources) {
-      if (s.has_value()) {
-        products.push_back({.first_element = s->first_element, .rows = s->rows, .cols = s->cols});
-      }
-    }
-    if (products.empty()) return;
-    lane_workspace = std::max(
-        lane_workspace, codec::gpu::LaneGemvWorkspaceBytes(products, ForwardOps::kMaxTiledRows));
-  };
-  std::vector<CudaPlacedModel::FusedLayer> layers(host->config().num_layers);
-  for (int64_t l = 0; l < host->config().num_layers; ++l) {
-    const std::vector<std::string> names = LayerTensorNames(host->config(), l);
-    CudaPlacedModel::FusedLayer& f = layers[l];
-    for (size_t k = 0; k < names.size(); ++k) {
-      const std::optional<WeightLocation> w = locate(names[k]);
-      if (!w.has_value()) continue;
-      if (k < f.projections.size()) {
-        f.projections[k] = FindTiled(*w, kept.tiled);
-        f.lanes[k] = FindLane(*w, kept.lanes);
-        if (f.projections[k].has_value() || f.lanes[k].has_value()) {
-          f.any = true;
-          continue;
-        }
-      }
-      // A tensor of a fused unit that the products do not take (a projection of another shape,
-      // a norm, a bias) would not be decoded when the pass skips the layer: then it may not.
-      if (kept.fused(w->unit)) f.complete = false;
-    }
-    lane_launch({f.lanes[0], f.lanes[1], f.lanes[2]});
-    lane_launch({f.lanes[3]});
-    lane_launch({f.lanes[4], f.lanes[5]});
-    lane_launch({f.lanes[6]});
-  }
-  const std::optional<WeightLocation> head_location = locate(LmHeadName(host->config()));
-  std::optional<CudaPlacedModel::FusedSource> head;
-  std::optional<LaneSource> lane_head;
-  if (head_location.has_value()) {
-    head = FindTiled(*head_location, kept.tiled);
-    lane_head = FindLane(*head_location, kept.lanes);
-  }
-  lane_launch({lane_head});
-  placed->SetFused(std::move(kept.tiled), std::move(kept.lanes), std::move(layers),
-                   std::move(head), std::move(lane_head), lane_workspace);
+  FusedSources fused = FindFusedSources(*host, kept);
+  placed->SetFused(std::move(kept.tiled), std::move(kept.lanes), std::move(fused.layers),
+                   std::move(fused.head), std::move(fused.lane_head), fused.lane_workspace);
   const int64_t rotary_dim = host->config().rotary_dim;
   placed->SetRope(RopeTable::Of(host->rotary(false), rotary_dim),
                   RopeTable::Of(host->rotary(true), rotary_dim));
@@ -428,10 +300,10 @@ const CudaPlacedModel* CudaBackend::Mine(const PlacedModel& model) const {
   return m != nullptr && m->backend() == this ? m : nullptr;
 }
 
-absl::Status CudaBackend::DecodeLayer(const PlacedModel& model, int64_t layer, int buffer) {
+absl::Status CudaBackend::DecodeLayer(const PlacedModel& model, int64_t layer) {
   const CudaPlacedModel* m = Mine(model);
   if (m == nullptr) return absl::InvalidArgumentError("DecodeLayer: a model of another backend");
-  return queue_->DecodeLayer(*m, layer, buffer, /*skip_tiled=*/false);
+  return queue_->DecodeLayer(*m, layer, ScratchBufferOf(layer), /*skip_fused=*/false);
 }
 
 absl::Status CudaBackend::DecodeLmHead(const PlacedModel& model) {
@@ -457,14 +329,13 @@ absl::Status CudaBackend::DecodeEmbeddingRows(const PlacedModel& model,
 
 absl::Status CudaBackend::FinishDecodes() { return queue_->Finish(); }
 
-DeviceTensor CudaBackend::LayerTensor(const PlacedModel& model, int64_t layer, int buffer,
-                                      size_t k) const {
+DeviceTensor CudaBackend::LayerTensor(const PlacedModel& model, int64_t layer, size_t k) const {
   const CudaPlacedModel* m = Mine(model);
   if (m == nullptr || layer < 0 || layer >= static_cast<int64_t>(m->plan().layers.size()) ||
-      buffer < 0 || buffer > 1 || k >= kLayerTensors) {
+      k >= kLayerTensors) {
     return DeviceTensor{};
   }
-  return LayerTensorOf(m->plan(), layer, buffer, k);
+  return LayerTensorOf(m->plan(), layer, k);
 }
 
 DeviceTensor CudaBackend::LmHead(const PlacedModel& model) const {

@@ -129,8 +129,8 @@ class CudaBackend final : public Backend {
 
   // Decoding into scratch. One caller at a time (the engine loop); each call enqueues on the
   // decode stream and returns. `model` must have been placed by this backend.
-  // Layer `layer` into scratch buffer `buffer` (0 or 1); then LayerTensor gives each tensor.
-  absl::Status DecodeLayer(const PlacedModel& model, int64_t layer, int buffer);
+  // Layer `layer` into its scratch buffer; then LayerTensor gives each tensor.
+  absl::Status DecodeLayer(const PlacedModel& model, int64_t layer);
   // The output head into its buffer (plan.head_buffer); then LmHead gives it.
   absl::Status DecodeLmHead(const PlacedModel& model);
   // The embedding rows of `tokens` (at most EmbeddingRowsPerCall(model)): rows[k] becomes token
@@ -144,8 +144,8 @@ class CudaBackend final : public Backend {
   // decoded since the last call is corrupt.
   absl::Status FinishDecodes();
 
-  // Tensor k (LayerTensorNames order) of `layer` once decoded into `buffer`; the output head.
-  DeviceTensor LayerTensor(const PlacedModel& model, int64_t layer, int buffer, size_t k) const;
+  // Tensor k (LayerTensorNames order) of `layer` once decoded; the output head.
+  DeviceTensor LayerTensor(const PlacedModel& model, int64_t layer, size_t k) const;
   DeviceTensor LmHead(const PlacedModel& model) const;
   // Copies `tensor` (of `model`) to host memory `out` (tensor.bytes bytes), after FinishDecodes.
   absl::Status Read(const PlacedModel& model, const DeviceTensor& tensor, std::span<std::byte> out);

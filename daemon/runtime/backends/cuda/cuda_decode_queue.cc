@@ -53,7 +53,7 @@ absl::StatusOr<CudaDecodeQueue::Slot*> CudaDecodeQueue::NextSlotLocked() {
   return &slot;
 }
 
-absl::Status CudaDecodeQueue::LaunchLocked(Slot& slot, const Slot& what, int buffer,
+absl::Status CudaDecodeQueue::LaunchLocked(Slot& slot, const Slot& what, ScratchBuffer buffer,
                                            Layout layout) {
   const GpuDevice::Stream stream = stream_->get();
   // Not before the forward pass has finished reading what the buffer held; then mark it decoded.
@@ -85,7 +85,8 @@ CudaDecodeQueue::Layout CudaDecodeQueue::LayoutOf(const CudaPlacedModel& m, int 
 }
 
 absl::Status CudaDecodeQueue::DecodeStepLocked(const CudaPlacedModel& m, const DecodeStep& step,
-                                               int buffer, bool skip_fused, const Slot& what) {
+                                               ScratchBuffer buffer, bool skip_fused,
+                                               const Slot& what) {
   for (const Layout layout : {Layout::kDf11, Layout::kTiled, Layout::kLane}) {
     if (layout != Layout::kDf11 && skip_fused) continue;
     const auto in_layout = [&](int u) { return LayoutOf(m, u) == layout; };
@@ -95,7 +96,7 @@ absl::Status CudaDecodeQueue::DecodeStepLocked(const CudaPlacedModel& m, const D
     if (step.scratch_elements > arena_.scratch_elements(buffer)) {
       return absl::InvalidArgumentError(
           absl::StrCat("decoding ", step.scratch_elements, " elements into scratch buffer ",
-                       buffer, ", which holds ", arena_.scratch_elements(buffer)));
+                       IndexOf(buffer), ", which holds ", arena_.scratch_elements(buffer)));
     }
     const GpuPlacementLayout& plan_layout = m.plan().layout;
     const char* base = arena_.AddressLocked(m.allocation());
@@ -159,12 +160,11 @@ absl::Status CudaDecodeQueue::FinishLocked() {
   return first;
 }
 
-absl::Status CudaDecodeQueue::DecodeLayer(const CudaPlacedModel& m, int64_t layer, int buffer,
-                                          bool skip_fused) {
-  if (layer < 0 || layer >= static_cast<int64_t>(m.plan().layers.size()) || buffer < 0 ||
-      buffer > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("DecodeLayer: layer ", layer, " of ",
-                                                   m.plan().layers.size(), ", buffer ", buffer));
+absl::Status CudaDecodeQueue::DecodeLayer(const CudaPlacedModel& m, int64_t layer,
+                                          ScratchBuffer buffer, bool skip_fused) {
+  if (layer < 0 || layer >= static_cast<int64_t>(m.plan().layers.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DecodeLayer: layer ", layer, " of ", m.plan().layers.size()));
   }
   const DecodeStep& step = m.plan().layers[layer].decode;
   if (step.units.empty()) return absl::OkStatus();
@@ -190,8 +190,8 @@ int64_t CudaDecodeQueue::EmbeddingRowsPerCall(const CudaPlacedModel& m) const {
                 codec::gpu::kLaneSegment
           : m.plan().embedding_row_span;
   absl::ReaderMutexLock lock(&arena_.mu());
-  return static_cast<int64_t>(
-      std::min<uint64_t>(codec::gpu::kMaxUnitsPerLaunch, arena_.scratch_elements(1) / span));
+  return static_cast<int64_t>(std::min<uint64_t>(codec::gpu::kMaxUnitsPerLaunch,
+                                                 arena_.scratch_elements(kEmbeddingBuffer) / span));
 }
 
 absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
@@ -225,7 +225,7 @@ absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
   const int u = plan.embedding_unit;
   const std::span<const uint32_t> p = m.embedding_positions();
   const char* base = arena_.AddressLocked(m.allocation()) + plan.layout.unit_offsets[u];
-  auto* out = reinterpret_cast<uint16_t*>(arena_.AddressLocked(arena_.scratch(1)));
+  auto* out = reinterpret_cast<uint16_t*>(arena_.AddressLocked(arena_.scratch(kEmbeddingBuffer)));
   uint64_t cursor = 0;
   const Layout layout = m.lane(u).has_value() ? Layout::kLane : Layout::kDf11;
   views_.clear();
@@ -242,7 +242,8 @@ absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
       view.first_segment = static_cast<uint32_t>(s0);
       view.n_segments = static_cast<uint32_t>(s1 - s0 + 1);
       lane_views_.push_back(view);
-      rows[k] = DeviceTensor{.space = DeviceTensor::Space::kScratch1,
+      rows[k] = DeviceTensor{.space = DeviceTensor::Space::kScratch,
+                             .buffer = kEmbeddingBuffer,
                              .offset = (cursor + start - s0 * codec::gpu::kLaneSegment) * 2,
                              .bytes = row_bytes};
       cursor += (s1 - s0 + 1) * codec::gpu::kLaneSegment;
@@ -260,13 +261,15 @@ absl::Status CudaDecodeQueue::DecodeEmbeddingRows(const CudaPlacedModel& m,
     view.n_blocks = static_cast<uint32_t>(b1 - b0);
     view.out_first_element = p[b0];
     views_.push_back(view);
-    rows[k] = DeviceTensor{.space = DeviceTensor::Space::kScratch1,
+    rows[k] = DeviceTensor{.space = DeviceTensor::Space::kScratch,
+                           .buffer = kEmbeddingBuffer,
                            .offset = (cursor + start - p[b0]) * sizeof(uint16_t),
                            .bytes = row_bytes};
     cursor += p[b1] - p[b0];
   }
-  DF11_CHECK(cursor <= arena_.scratch_elements(1));
-  return LaunchLocked(*slot, Slot{.model = &m, .what = Slot::What::kEmbedding}, 1, layout);
+  DF11_CHECK(cursor <= arena_.scratch_elements(kEmbeddingBuffer));
+  return LaunchLocked(*slot, Slot{.model = &m, .what = Slot::What::kEmbedding}, kEmbeddingBuffer,
+                      layout);
 }
 
 absl::Status CudaDecodeQueue::Read(const CudaPlacedModel& m, const DeviceTensor& tensor,
@@ -283,7 +286,7 @@ absl::Status CudaDecodeQueue::Read(const CudaPlacedModel& m, const DeviceTensor&
   absl::ReaderMutexLock lock(&arena_.mu());
   CudaArena::Id id = m.allocation();
   if (tensor.space != DeviceTensor::Space::kModel) {
-    id = arena_.scratch(tensor.space == DeviceTensor::Space::kScratch0 ? 0 : 1);
+    id = arena_.scratch(tensor.buffer);
   }
   if (id == 0 || tensor.offset + tensor.bytes > arena_.SizeLocked(id)) {
     return absl::OutOfRangeError(absl::StrCat("Read: bytes [", tensor.offset, ", ",

@@ -44,18 +44,18 @@ class CudaDecodeQueue {
 
   // Recorded when a decode into scratch buffer `buffer` is done; and by the forward pass once it
   // has read the buffer (a decode into it waits for that).
-  GpuDevice::Event ready(int buffer) const { return ready_[buffer]->get(); }
-  GpuDevice::Event free(int buffer) const { return free_[buffer]->get(); }
+  GpuDevice::Event ready(ScratchBuffer buffer) const { return ready_[IndexOf(buffer)]->get(); }
+  GpuDevice::Event free(ScratchBuffer buffer) const { return free_[IndexOf(buffer)]->get(); }
 
   // Layer `layer` of `m` into scratch buffer `buffer` (all its units, or with `skip_fused` only
   // those a short pass cannot multiply by directly: DF11's layout); then LayerTensorOf gives each
   // tensor.
-  absl::Status DecodeLayer(const CudaPlacedModel& m, int64_t layer, int buffer, bool skip_fused)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status DecodeLayer(const CudaPlacedModel& m, int64_t layer, ScratchBuffer buffer,
+                           bool skip_fused) ABSL_LOCKS_EXCLUDED(mu_);
   // The output head into its buffer (plan.head_buffer); then LmHeadOf gives it.
   absl::Status DecodeHead(const CudaPlacedModel& m) ABSL_LOCKS_EXCLUDED(mu_);
   // The embedding rows of `tokens` (at most RowsPerCall(m)): rows[k] becomes token k's row,
-  // hidden_size BF16 values, in scratch buffer 1 for a DF11 embedding (only the blocks holding
+  // hidden_size BF16 values, in kEmbeddingBuffer for a DF11 embedding (only the blocks holding
   // the rows are decoded), else where it is resident. kInvalidArgument for a token outside the
   // vocabulary, too many tokens or too few rows.
   absl::Status DecodeEmbeddingRows(const CudaPlacedModel& m, std::span<const int32_t> tokens,
@@ -90,12 +90,12 @@ class CudaDecodeQueue {
   // Enqueues one launch into scratch buffer `buffer` with `slot`'s workspace, after free(buffer),
   // and records ready(buffer): the views of `layout` (views_, tiled_views_ or lane_views_) by its
   // decoder.
-  absl::Status LaunchLocked(Slot& slot, const Slot& what, int buffer, Layout layout)
+  absl::Status LaunchLocked(Slot& slot, const Slot& what, ScratchBuffer buffer, Layout layout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_SHARED_LOCKS_REQUIRED(arena_.mu());
   // The units of `step` (all, or with `skip_fused` only those in DF11's layout) into scratch
   // buffer `buffer`, one launch per layout.
-  absl::Status DecodeStepLocked(const CudaPlacedModel& m, const DecodeStep& step, int buffer,
-                                bool skip_fused, const Slot& what)
+  absl::Status DecodeStepLocked(const CudaPlacedModel& m, const DecodeStep& step,
+                                ScratchBuffer buffer, bool skip_fused, const Slot& what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   GpuDevice& device_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "codec/base/align.h"
 #include "codec/base/status_macros.h"
+#include "daemon/runtime/backends/cuda/profiled_decoder_ops.h"
 #include "daemon/runtime/engine/decoder_graph.h"
 
 namespace df11::runtime {
@@ -137,37 +138,40 @@ class CudaModelRunner::Pass final : public DecoderOps {
       const int64_t n = std::min(per_call, rows_ - first);
       DF11_RETURN_IF_ERROR(b_.queue_.DecodeEmbeddingRows(m_, tokens_.subspan(first, n), embedded));
       for (int64_t k = 0; k < n; ++k) {
-        if (embedded[k].space != embedded[0].space) {
+        if (embedded[k].space != embedded[0].space || embedded[k].buffer != embedded[0].buffer) {
           return absl::InternalError("embedding rows of one call in two places");
         }
         offsets[first + k] = embedded[k].offset;
       }
       absl::ReaderMutexLock lock(&b_.arena_.mu());
-      DF11_RETURN_IF_ERROR(b_.device_.StreamWait(stream_, b_.queue_.ready(1)));
+      DF11_RETURN_IF_ERROR(b_.device_.StreamWait(stream_, b_.queue_.ready(kEmbeddingBuffer)));
       auto* rows = reinterpret_cast<uint64_t*>(Base() + buffers_.embedding_rows) + first;
       DF11_RETURN_IF_ERROR(
           b_.device_.CopyAsync(rows, offsets + first, n * sizeof(uint64_t), stream_));
       const char* space = reinterpret_cast<const char*>(
-          Tensor(DeviceTensor{.space = embedded[0].space, .offset = 0}));
+          Tensor(DeviceTensor{.space = embedded[0].space, .buffer = embedded[0].buffer}));
       DF11_RETURN_IF_ERROR(ops_.GatherRows(space, rows, n, H * 2,
                                            Bf16(Activations::kNormed) + first * H, stream_));
-      DF11_RETURN_IF_ERROR(b_.device_.Record(b_.queue_.free(1), stream_));
+      DF11_RETURN_IF_ERROR(b_.device_.Record(b_.queue_.free(kEmbeddingBuffer), stream_));
     }
     absl::ReaderMutexLock lock(&b_.arena_.mu());
     return ops_.Widen(Bf16(Activations::kNormed), rows_ * H, c_.embedding_scale,
                       F32(Activations::kResidual), stream_);
   }
 
-  // Layer l computes from scratch buffer l % 2 while layer l + 1 decodes into the other.
+  // Layer l computes from its scratch buffer while layer l + 1 decodes into the other.
   absl::Status BeginLayer(int64_t l) override {
-    if (l == 0) DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, 0, 0, SkipFused(0)));
+    if (l == 0) {
+      DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, 0, ScratchBufferOf(0), SkipFused(0)));
+    }
     if (l + 1 < c_.num_layers) {
-      DF11_RETURN_IF_ERROR(b_.queue_.DecodeLayer(m_, l + 1, 1 - Buffer(l), SkipFused(l + 1)));
+      DF11_RETURN_IF_ERROR(
+          b_.queue_.DecodeLayer(m_, l + 1, ScratchBufferOf(l + 1), SkipFused(l + 1)));
     }
     layer_ = l;
     tiled_ = short_pass_ ? m_.fused_layer(l) : nullptr;
     absl::ReaderMutexLock lock(&b_.arena_.mu());
-    return b_.device_.StreamWait(stream_, b_.queue_.ready(Buffer(l)));
+    return b_.device_.StreamWait(stream_, b_.queue_.ready(ScratchBufferOf(l)));
   }
 
   absl::Status Norm(Activations in, LayerWeight weight, Activations out) override {
@@ -302,7 +306,7 @@ class CudaModelRunner::Pass final : public DecoderOps {
   // The layer's reads of its scratch buffer are enqueued: the next decode into it may follow.
   absl::Status EndLayer(int64_t l) override {
     absl::ReaderMutexLock lock(&b_.arena_.mu());
-    return b_.device_.Record(b_.queue_.free(Buffer(l)), stream_);
+    return b_.device_.Record(b_.queue_.free(ScratchBufferOf(l)), stream_);
   }
 
   // Each sequence's last row: the final norm, then the output head, into fp32 logits copied to
@@ -315,7 +319,7 @@ class CudaModelRunner::Pass final : public DecoderOps {
     if (!tiled_head && !lane_head) DF11_RETURN_IF_ERROR(b_.queue_.DecodeHead(m_));
     {
       absl::ReaderMutexLock lock(&b_.arena_.mu());
-      const int head_buffer = m_.plan().head_buffer;
+      const ScratchBuffer head_buffer = m_.plan().head_buffer;
       DF11_RETURN_IF_ERROR(b_.device_.StreamWait(stream_, b_.queue_.ready(head_buffer)));
       float* last_x = reinterpret_cast<float*>(Base() + buffers_.last_x);
       uint16_t* last = reinterpret_cast<uint16_t*>(Base() + buffers_.last);
@@ -356,7 +360,6 @@ class CudaModelRunner::Pass final : public DecoderOps {
   }
 
  private:
-  static int Buffer(int64_t layer) { return static_cast<int>(layer % 2); }
   static size_t Index(LayerWeight w) { return static_cast<size_t>(w); }
   float Eps() const { return static_cast<float>(c_.rms_norm_eps); }
   // In a short pass, a layer whose tiled or lane-stream units all have their sources here decodes
@@ -386,14 +389,13 @@ class CudaModelRunner::Pass final : public DecoderOps {
   }
   const uint16_t* Tensor(const DeviceTensor& t) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
     if (t.space == DeviceTensor::Space::kAbsent) return nullptr;
-    const ArenaAllocator::Id id = t.space == DeviceTensor::Space::kModel      ? m_.allocation()
-                                  : t.space == DeviceTensor::Space::kScratch0 ? b_.arena_.scratch(0)
-                                                                              : b_.arena_.scratch(1);
+    const ArenaAllocator::Id id =
+        t.space == DeviceTensor::Space::kModel ? m_.allocation() : b_.arena_.scratch(t.buffer);
     return reinterpret_cast<const uint16_t*>(b_.arena_.AddressLocked(id) + t.offset);
   }
   // The current layer's weight (nullptr when it has none), decoded or resident.
   const uint16_t* Weight(LayerWeight w) const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
-    return Tensor(LayerTensorOf(m_.plan(), layer_, Buffer(layer_), Index(w)));
+    return Tensor(LayerTensorOf(m_.plan(), layer_, Index(w)));
   }
   // A lane-stream projection as the fused product takes it.
   codec::gpu::LaneProduct LaneProductOf(const CudaPlacedModel::LaneSource& s, const uint16_t* bias,
@@ -440,86 +442,6 @@ class CudaModelRunner::Pass final : public DecoderOps {
   const bool short_pass_;
   int64_t layer_ = 0;
   const CudaPlacedModel::FusedLayer* tiled_ = nullptr;  // the current layer's, in short passes
-};
-
-class CudaModelRunner::Profiled final : public DecoderOps {
- public:
-  Profiled(CudaModelRunner& runner, DecoderOps& ops) : r_(runner), ops_(ops) {}
-
-  absl::Status Embed() override {
-    return Timed("embed", [&] { return ops_.Embed(); });
-  }
-  absl::Status BeginLayer(int64_t layer) override {
-    return Timed("begin layer (waits for its decode)", [&] { return ops_.BeginLayer(layer); });
-  }
-  absl::Status Norm(Activations in, LayerWeight weight, Activations out) override {
-    return Timed("norm", [&] { return ops_.Norm(in, weight, out); });
-  }
-  absl::Status Project(Activations in, std::span<const Product> products) override {
-    const LayerWeight first = products.front().weight;
-    const char* name = first == LayerWeight::kQ      ? "project q, k, v"
-                       : first == LayerWeight::kO    ? "project o"
-                       : first == LayerWeight::kGate ? "project gate, up"
-                                                     : "project down";
-    return Timed(name, [&] { return ops_.Project(in, products); });
-  }
-  absl::Status PrepareHeads() override {
-    return Timed("head norms, RoPE and the KV write", [&] { return ops_.PrepareHeads(); });
-  }
-  absl::Status Attend() override {
-    return Timed("attention", [&] { return ops_.Attend(); });
-  }
-  absl::Status AddBranchAndNorm(LayerWeight norm, Activations out) override {
-    return Timed("add and norm", [&] { return ops_.AddBranchAndNorm(norm, out); });
-  }
-  absl::Status GatedDown() override {
-    return Timed("activation and project down", [&] { return ops_.GatedDown(); });
-  }
-  absl::Status AddBranch() override {
-    return Timed("add", [&] { return ops_.AddBranch(); });
-  }
-  absl::Status EndLayer(int64_t layer) override { return ops_.EndLayer(layer); }
-  absl::Status Logits() override {
-    return Timed("logits (final norm, head, copy to host)", [&] { return ops_.Logits(); });
-  }
-
-  // Once the pass's stream has finished: each operation's time into the runner's profile.
-  absl::Status Collect() {
-    std::map<std::string, DeviceWork::OpTime> pass;
-    for (size_t i = 0; i < names_.size(); ++i) {
-      DF11_ASSIGN_OR_RETURN(const double seconds,
-                            r_.device_.ElapsedSeconds(r_.timing_events_[2 * i]->get(),
-                                                      r_.timing_events_[2 * i + 1]->get()));
-      pass[names_[i]].seconds += seconds;
-      ++pass[names_[i]].calls;
-    }
-    absl::MutexLock lock(&r_.profile_mu_);
-    for (const auto& [name, t] : pass) {
-      r_.profile_[name].seconds += t.seconds;
-      r_.profile_[name].calls += t.calls;
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  template <typename Op>
-  absl::Status Timed(const char* name, Op op) {
-    const size_t k = names_.size();
-    while (r_.timing_events_.size() < 2 * k + 2) {
-      DF11_ASSIGN_OR_RETURN(std::unique_ptr<DeviceEvent> e, DeviceEvent::Create(r_.device_, true));
-      r_.timing_events_.push_back(std::move(e));
-    }
-    const GpuDevice::Stream stream = r_.stream_->get();
-    DF11_RETURN_IF_ERROR(r_.device_.Record(r_.timing_events_[2 * k]->get(), stream));
-    DF11_RETURN_IF_ERROR(op());
-    DF11_RETURN_IF_ERROR(r_.device_.Record(r_.timing_events_[2 * k + 1]->get(), stream));
-    names_.push_back(name);
-    return absl::OkStatus();
-  }
-
-  CudaModelRunner& r_;
-  DecoderOps& ops_;
-  std::vector<const char*> names_;
 };
 
 std::map<std::string, DeviceWork::OpTime> CudaModelRunner::profile() const {
@@ -613,10 +535,13 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   {
     Pass pass(*this, m, ops, batch, tokens_, positions_per_page, b, logits);
     if (profiling_) {
-      Profiled profiled(*this, pass);
+      ProfiledDecoderOps profiled(device_, stream_->get(), timing_events_, pass);
       status = RunDecoder(c, profiled);
       if (status.ok()) status = device_.StreamSynchronize(stream_->get());
-      if (status.ok()) status = profiled.Collect();
+      if (status.ok()) {
+        absl::MutexLock lock(&profile_mu_);
+        status = profiled.AddTo(profile_);
+      }
     } else {
       status = RunDecoder(c, pass);
     }

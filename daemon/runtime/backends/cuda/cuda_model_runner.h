@@ -65,8 +65,6 @@ class CudaModelRunner {
  private:
   // One pass's operations: the decoder graph's on this backend.
   class Pass;
-  // DecoderOps around another, timing each operation with a pair of events (profiling).
-  class Profiled;
   // The activations kept in fp32: the residual stream and a block's output before it joins it.
   static bool IsF32(Activations a) {
     return a == Activations::kResidual || a == Activations::kBranch;
@@ -119,7 +117,7 @@ class CudaModelRunner {
   void* pinned_ = nullptr;
   uint64_t pinned_bytes_ = 0;
   std::atomic<bool> profiling_{false};
-  std::vector<std::unique_ptr<DeviceEvent>> timing_events_;  // reused by Profiled, under mu_
+  std::vector<std::unique_ptr<DeviceEvent>> timing_events_;  // profiling's, under mu_
   mutable absl::Mutex profile_mu_;
   std::map<std::string, DeviceWork::OpTime> profile_ ABSL_GUARDED_BY(profile_mu_);
 };

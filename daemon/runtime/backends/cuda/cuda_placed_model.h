@@ -58,15 +58,16 @@ struct LaneImage {
 // A tensor on the device after a decode: in a scratch buffer, or in a model's own memory.
 // Resolved to an address only under the arena's lock.
 struct DeviceTensor {
-  enum class Space { kAbsent, kScratch0, kScratch1, kModel };
+  enum class Space { kAbsent, kScratch, kModel };
   Space space = Space::kAbsent;
-  uint64_t offset = 0;  // bytes from the start of the space
+  ScratchBuffer buffer = ScratchBuffer::k0;  // which, for kScratch
+  uint64_t offset = 0;                       // bytes from the start of the space (the buffer)
   uint64_t bytes = 0;
 };
 
 // Where tensor k (LayerTensorNames order) of `layer` is once the layer is decoded into scratch
-// buffer `buffer`: in the scratch, resident in the model's allocation, or absent.
-DeviceTensor LayerTensorOf(const GpuModelPlan& plan, int64_t layer, int buffer, size_t k);
+// buffer ScratchBufferOf(layer): in the scratch, resident in the model's allocation, or absent.
+DeviceTensor LayerTensorOf(const GpuModelPlan& plan, int64_t layer, size_t k);
 // Where the output head is once decoded (plan.head_buffer), or resident.
 DeviceTensor LmHeadOf(const GpuModelPlan& plan);
 

@@ -155,8 +155,9 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
   std::map<std::string, uint64_t> plain_offsets;
   for (size_t i = 0; i < plain.size(); ++i) plain_offsets[plain[i].first] = offsets[i];
 
-  auto need = [&plan](int buffer, uint64_t elements) {
-    plan.scratch_elements[buffer] = std::max(plan.scratch_elements[buffer], elements);
+  auto need = [&plan](ScratchBuffer buffer, uint64_t elements) {
+    uint64_t& n = plan.scratch_elements[IndexOf(buffer)];
+    n = std::max(n, elements);
   };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::vector<std::string> names = LayerTensorNames(c, l);
@@ -169,12 +170,12 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
         Adjacent(layer.tensors, {0, 1, 2}) && BiasesAdjacent(layer.tensors, {11, 12, 13});
     layer.gate_up_adjacent =
         Adjacent(layer.tensors, {4, 5}) && BiasesAdjacent(layer.tensors, {15, 16});
-    need(static_cast<int>(l % 2), layer.decode.scratch_elements);
+    need(ScratchBufferOf(l), layer.decode.scratch_elements);
     plan.layers.push_back(std::move(layer));
   }
 
   const std::string head = LmHeadName(c);
-  plan.head_buffer = static_cast<int>(c.num_layers % 2);
+  plan.head_buffer = ScratchBufferOf(c.num_layers);
   DF11_ASSIGN_OR_RETURN(plan.head_decode, PlanDecode(model, std::span(&head, 1)));
   DF11_ASSIGN_OR_RETURN(plan.head, Source(model, head, plan.head_decode, plain_offsets));
   need(plan.head_buffer, plan.head_decode.scratch_elements);
@@ -190,7 +191,7 @@ absl::StatusOr<GpuModelPlan> PlanGpuModel(const Model& model, uint64_t granule) 
     for (size_t b = 0; b + 1 < p.size(); ++b)
       largest_block = std::max<uint64_t>(largest_block, p[b + 1] - p[b]);
     plan.embedding_row_span = static_cast<uint64_t>(c.hidden_size) + 2 * largest_block;
-    need(1, plan.embedding_row_span);
+    need(kEmbeddingBuffer, plan.embedding_row_span);
   } else {
     plan.embedding = TensorSource{.kind = TensorSource::Kind::kResident,
                                   .offset = plain_offsets.at(EmbeddingName(c)),
@@ -207,8 +208,9 @@ std::array<uint64_t, 2> ScratchElementsFromConfig(const ModelConfig& c, bool df1
   const uint64_t head = static_cast<uint64_t>(c.vocab_size) * h;
   const uint64_t row = h + 2 * codec::gpu::kMaxBlockElements;
   std::array<uint64_t, 2> e = {c.num_layers >= 1 ? layer : 0, c.num_layers >= 2 ? layer : 0};
-  e[c.num_layers % 2] = std::max(e[c.num_layers % 2], head);
-  e[1] = std::max(e[1], row);
+  uint64_t& head_buffer = e[IndexOf(ScratchBufferOf(c.num_layers))];
+  head_buffer = std::max(head_buffer, head);
+  e[IndexOf(kEmbeddingBuffer)] = std::max(e[IndexOf(kEmbeddingBuffer)], row);
   return e;
 }
 

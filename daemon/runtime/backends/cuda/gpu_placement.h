@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "codec/gpu_layout.h"
+#include "daemon/runtime/backends/cuda/scratch_buffer.h"
 #include "daemon/runtime/engine/model.h"
 #include "daemon/runtime/engine/model_config.h"
 
@@ -74,7 +75,7 @@ struct GpuModelPlan {
   GpuPlacementLayout layout;
   std::vector<codec::UnitSizes> unit_sizes;  // of Model::units(), in order
   std::vector<LayerPlan> layers;
-  int head_buffer = 0;  // the scratch buffer the output head decodes into
+  ScratchBuffer head_buffer = ScratchBuffer::k0;  // where the output head decodes
   DecodeStep head_decode;
   TensorSource head;  // in buffer head_buffer after head_decode, or resident
   // The embedding: rows of unit `embedding_unit` from element `embedding_offset` on, or
