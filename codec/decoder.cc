@@ -4,11 +4,11 @@
 #include <array>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/first_error.h"
 #include "codec/base/status_macros.h"
 #include "codec/format.h"
 #include "codec/prefix_decode.h"
@@ -353,14 +353,9 @@ UnitDecoder::UnitDecoder(const Unit& unit) : unit_(&unit) {
 absl::Status UnitDecoder::Decode(std::span<uint16_t> out, ThreadPool* pool) const {
   const Unit& unit = *unit_;
   if (absl::Status s = CheckOutput(unit, out); !s.ok()) return s;
-  std::mutex mu;
-  absl::Status first_error;
+  base::FirstError errors;
   auto decode_range = [&](size_t begin, size_t end) {
-    absl::Status s = DecodeBlocks(unit, *table_, begin, end, out);
-    if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_error.ok()) first_error = std::move(s);
-    }
+    errors.Add(DecodeBlocks(unit, *table_, begin, end, out));
   };
   if (pool == nullptr) {
     decode_range(0, unit.num_blocks());
@@ -369,7 +364,7 @@ absl::Status UnitDecoder::Decode(std::span<uint16_t> out, ThreadPool* pool) cons
     // enough that claiming one costs nothing.
     pool->ParallelFor(unit.num_blocks(), /*grain=*/64, decode_range);
   }
-  return first_error;
+  return errors.status();
 }
 
 absl::Status UnitDecoder::DecodeExponentsInPieces(size_t first, size_t last,

@@ -1,9 +1,11 @@
 #include "codec/gpu_layout.h"
 
-#include <mutex>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "codec/base/first_error.h"
+#include "codec/base/status_macros.h"
 #include "codec/cuda/decode_steps.h"
 #include "codec/format.h"
 #include "codec/prefix_decode.h"
@@ -136,15 +138,13 @@ absl::StatusOr<GpuLayout> BuildGpuLayout(const Unit& unit, ThreadPool* pool) {
     walk_table[prefix] = uint64_t(c.count) << 48 | uint64_t(c.bits) << 56;
   }
   layout.segment_offsets.resize(unit.num_blocks() * gpu::kSegmentsPerBlock);
-  std::mutex mu;
-  absl::Status first_error;
+  base::FirstError errors;
   auto walk = [&](size_t begin, size_t end) {
     for (size_t b = begin; b < end; ++b) {
       absl::Status s = WalkBlock(unit, walk_table, b,
                                  layout.segment_offsets.data() + b * gpu::kSegmentsPerBlock);
       if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = std::move(s);
+        errors.Add(std::move(s));
         return;
       }
     }
@@ -154,7 +154,7 @@ absl::StatusOr<GpuLayout> BuildGpuLayout(const Unit& unit, ThreadPool* pool) {
   } else {
     pool->ParallelFor(unit.num_blocks(), /*grain=*/64, walk);
   }
-  if (!first_error.ok()) return first_error;
+  DF11_RETURN_IF_ERROR(errors.status());
   return layout;
 }
 

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <mutex>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "codec/base/first_error.h"
 #include "codec/base/status_macros.h"
 #include "codec/exponent_code.h"
 #include "codec/format.h"
@@ -188,8 +190,7 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
   const size_t n_segments = u.num_segments();
 
   // Ranges of segments, their exponents decoded by the DF11 decoder, in parallel.
-  std::mutex mu;
-  absl::Status first_error;
+  base::FirstError errors;
   auto for_segments = [&](const std::function<void(size_t s, const uint8_t* exponents)>& fn) {
     auto range = [&](size_t b, size_t e) {
       thread_local std::vector<uint8_t> exponents;
@@ -202,8 +203,7 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
             done += piece.size();
           });
       if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first_error.ok()) first_error = std::move(s);
+        errors.Add(std::move(s));
         return;
       }
       for (size_t k = b; k < e; ++k) fn(k, exponents.data() + (u.segments_[k].first - first));
@@ -215,17 +215,22 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
     }
   };
 
-  std::array<uint64_t, 256> histogram{};
+  struct Histogram {
+    absl::Mutex mu;
+    std::array<uint64_t, 256> counts ABSL_GUARDED_BY(mu){};
+  } histogram;
   for_segments([&](size_t s, const uint8_t* exponents) {
     std::array<uint64_t, 256> h{};
     const size_t count = u.segments_[s + 1].first - u.segments_[s].first;
     for (size_t j = 0; j < count; ++j) ++h[exponents[j]];
-    std::lock_guard<std::mutex> lock(mu);
-    for (int i = 0; i < 256; ++i) histogram[i] += h[i];
+    absl::MutexLock lock(&histogram.mu);
+    for (int i = 0; i < 256; ++i) histogram.counts[i] += h[i];
   });
-  DF11_RETURN_IF_ERROR(first_error);
-  const ExponentCode book =
-      ExponentCode::Choose(histogram, kMaxLength, InterleavedUnit::kMaxCodedExponents);
+  DF11_RETURN_IF_ERROR(errors.status());
+  const ExponentCode book = [&] {
+    absl::MutexLock lock(&histogram.mu);  // every worker has finished: no wait
+    return ExponentCode::Choose(histogram.counts, kMaxLength, InterleavedUnit::kMaxCodedExponents);
+  }();
   for (int s = 0; s <= book.m; ++s) {
     const int shift = kMaxLength - book.lengths[s];
     const uint32_t begin = book.values[s] << shift, end = (book.values[s] + 1) << shift;
@@ -243,7 +248,7 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
   for_segments([&](size_t s, const uint8_t* exponents) {
     EncodeSegment(book, exponents, u.segments_[s + 1].first - u.segments_[s].first, codes[s]);
   });
-  DF11_RETURN_IF_ERROR(first_error);
+  DF11_RETURN_IF_ERROR(errors.status());
   size_t words = 0, escapes = 0;
   for (size_t s = 0; s < n_segments; ++s) {
     u.segments_[s].word = words;

@@ -9,12 +9,14 @@
 #include <regex>
 #include <set>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "codec/base/status_macros.h"
 #include "codec/decoder.h"
 #include "codec/encoder.h"
@@ -160,23 +162,27 @@ class OutputFiles {
  public:
   explicit OutputFiles(fs::path dir) : dir_(std::move(dir)) {}
   ~OutputFiles() {
+    absl::MutexLock lock(&mu_);
     if (committed_) return;
     std::error_code ec;
     for (const std::string& name : names_) fs::remove(dir_ / name, ec);
   }
   // The path of `name` in the destination, recorded for removal.
-  std::string Add(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::string Add(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     names_.push_back(name);
     return (dir_ / name).string();
   }
-  void Commit() { committed_ = true; }
+  void Commit() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    committed_ = true;
+  }
 
  private:
   const fs::path dir_;
-  std::mutex mu_;
-  std::vector<std::string> names_;
-  bool committed_ = false;
+  absl::Mutex mu_;
+  std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
+  bool committed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 absl::Status CopyFiles(const fs::path& src, OutputFiles& out, std::vector<std::string>* names) {

@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "codec/mapping_guard.h"
 #include "daemon/config/config.h"
 #include "daemon/server/http_server.h"
@@ -193,12 +193,12 @@ int main(int argc, char** argv) {
   (*node)->StartPreload();
   // Turning ready and starting to drain exclude each other: a SIGTERM that arrives as the last
   // preload ends must not be followed by SERVING.
-  std::mutex readiness;
+  absl::Mutex readiness;
   std::thread ready([&] {
     while (!(*node)->preload_done() && !(*node)->shutting_down()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    std::lock_guard lock(readiness);
+    absl::MutexLock lock(&readiness);
     if (!(*node)->shutting_down()) {
       for (const char* service : kReadinessServices) health->SetServingStatus(service, true);
       Log("ready: every preloaded model has finished loading");
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   Log(absl::StrCat("received ", strsignal(signal), "; draining for up to ", config->drain_seconds,
                    " s"));
   {
-    std::lock_guard lock(readiness);
+    absl::MutexLock lock(&readiness);
     (*node)->BeginShutdown();
     for (const char* service : kReadinessServices) health->SetServingStatus(service, false);
   }

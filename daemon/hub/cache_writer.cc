@@ -7,12 +7,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
-#include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "codec/base/random_bits.h"
 #include "codec/base/read_file.h"
 #include "daemon/hub/cache.h"
 
@@ -30,14 +29,7 @@ absl::Status FsError(const std::string& what, const fs::path& path, const std::e
   return absl::InternalError(message);
 }
 
-std::string RandomHex8() {
-  // Not thread_local: a 5 KB engine in static TLS would take it from every thread's stack,
-  // including the small ones of the metrics server.
-  static std::mutex mu;
-  static std::mt19937 rng(std::random_device{}());
-  std::lock_guard lock(mu);
-  return absl::StrFormat("%08x", rng());
-}
+std::string RandomHex8() { return absl::StrFormat("%08x", base::RandomBits() & 0xffffffff); }
 
 // Writes `content` to `path` through a temporary file in the same directory and a rename.
 absl::Status WriteAtomically(const fs::path& path, const std::string& content) {

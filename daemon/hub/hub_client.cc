@@ -9,8 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
-#include <random>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -23,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/types/optional.h"
+#include "codec/base/random_bits.h"
 #include "codec/base/status_macros.h"
 #include "daemon/hub/cache.h"
 #include "daemon/hub/partial_blob.h"
@@ -47,16 +46,7 @@ bool IsRetryable(const HttpResponse& r) {
 }
 
 std::string NewTraceId() {
-  // Not thread_local: a static TLS engine is carved out of every thread's stack, and the
-  // metrics server's threads have little.
-  static std::mutex mu;
-  static std::mt19937_64 rng(std::random_device{}());
-  uint64_t a, b;
-  {
-    std::lock_guard lock(mu);
-    a = rng();
-    b = rng();
-  }
+  const uint64_t a = base::RandomBits(), b = base::RandomBits();
   // A version-4 UUID, as huggingface_hub sends in X-Amzn-Trace-Id.
   return absl::StrFormat("%08x-%04x-4%03x-%04x-%012x", a >> 32, (a >> 16) & 0xffff, a & 0xfff,
                          0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);

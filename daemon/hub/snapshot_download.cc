@@ -4,8 +4,8 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codec/base/first_error.h"
 #include "codec/base/read_file.h"
 #include "codec/base/status_macros.h"
 #include "daemon/hub/cache_writer.h"
@@ -396,27 +397,20 @@ absl::Status SnapshotDownloader::DownloadFromHub(const Snapshot& snapshot, const
 absl::Status SnapshotDownloader::Fetch(const Snapshot& snapshot,
                                        const std::vector<SnapshotFile>& files,
                                        const FetchCallbacks& callbacks) {
-  std::mutex mu;
-  size_t next = 0;
-  absl::Status first_error;
+  std::atomic<size_t> next = 0;
+  base::FirstError errors;
   auto work = [&] {
     HubClient client(settings_, &stop_);
     for (;;) {
-      size_t i;
-      {
-        std::lock_guard lock(mu);
-        if (next >= files.size() || !first_error.ok()) return;
-        i = next++;
-      }
+      const size_t i = next++;
+      if (i >= files.size() || errors.failed()) return;
       if (stop_) {
-        std::lock_guard lock(mu);
-        if (first_error.ok()) first_error = absl::CancelledError("download cancelled");
+        errors.Add(absl::CancelledError("download cancelled"));
         return;
       }
       absl::Status status = FetchFile(snapshot, files[i], callbacks, client);
       if (!status.ok()) {
-        std::lock_guard lock(mu);
-        if (first_error.ok()) first_error = std::move(status);
+        errors.Add(std::move(status));
         return;
       }
     }
@@ -427,7 +421,7 @@ absl::Status SnapshotDownloader::Fetch(const Snapshot& snapshot,
   for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
   work();
   for (std::thread& t : threads) t.join();
-  return first_error;
+  return errors.status();
 }
 
 }  // namespace df11::hub

@@ -3,12 +3,11 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "codec/base/random_bits.h"
 #include "codec/base/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -256,13 +255,15 @@ absl::Status ParseLogprobs(const Json& body, bool chat, Request& r) {
 }
 
 std::string RandomId(const char* prefix) {
-  static absl::Mutex mu(absl::kConstInit);
-  static std::mt19937_64* rng ABSL_GUARDED_BY(mu) = nullptr;
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id = prefix;
-  absl::MutexLock lock(&mu);
-  if (rng == nullptr) rng = new std::mt19937_64(std::random_device{}());
-  for (int i = 0; i < 24; ++i) id.push_back(kHex[(*rng)() & 15]);
+  // 24 hex digits: 96 random bits.
+  uint64_t bits = base::RandomBits();
+  for (int i = 0; i < 24; ++i) {
+    if (i == 16) bits = base::RandomBits();
+    id.push_back(kHex[bits & 15]);
+    bits >>= 4;
+  }
   return id;
 }
 

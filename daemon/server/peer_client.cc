@@ -6,14 +6,15 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/server/log.h"
 #include "grpcpp/create_channel.h"
 
@@ -209,15 +210,16 @@ absl::Status PeerClient::ReadBlob(
   request.set_etag(etag);
   request.set_offset(offset);
   // A watcher cancels the call when keep_going says so, also while no chunk arrives.
-  std::mutex mu;
-  std::condition_variable done_changed;
-  bool done = false, stopped = false;
+  struct Watch {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    bool stopped ABSL_GUARDED_BY(mu) = false;
+  } watch;
   std::thread watcher([&] {
-    std::unique_lock lock(mu);
-    while (!done) {
-      if (done_changed.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; })) break;
+    absl::MutexLock lock(&watch.mu);
+    while (!watch.mu.AwaitWithTimeout(absl::Condition(&watch.done), absl::Milliseconds(100))) {
       if (!keep_going()) {
-        stopped = true;
+        watch.stopped = true;
         context.TryCancel();
         break;
       }
@@ -242,13 +244,12 @@ absl::Status PeerClient::ReadBlob(
   }
   const grpc::Status finished = reader->Finish();
   {
-    std::lock_guard lock(mu);
-    done = true;
+    absl::MutexLock lock(&watch.mu);
+    watch.done = true;
   }
-  done_changed.notify_all();
   watcher.join();
   if (!sink_error.ok()) return sink_error;
-  if (stopped) return absl::CancelledError("stopped");
+  if (absl::MutexLock lock(&watch.mu); watch.stopped) return absl::CancelledError("stopped");
   return client::FromGrpcStatus(finished);
 }
 

@@ -12,6 +12,9 @@ namespace df11::tool {
 struct ProcessSample {
   int64_t threads = 0;
   int64_t rss_bytes = 0;
+  // Of rss_bytes, the anonymous memory (heap, stacks): what leaks grow, without the file pages
+  // of mapped model files that come and go with the page cache.
+  int64_t rss_anon_bytes = 0;
   double cpu_seconds = 0;  // user + system so far
 };
 

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -27,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
+#include "tools/df11/process_sample.h"
 #include "tools/df11/stats.h"
 
 namespace df11::tool {
@@ -106,19 +106,6 @@ absl::Status PrepareReference(SoakModel& m, std::mt19937_64& rng) {
     m.reference.push_back(result->token_ids);
   }
   return absl::OkStatus();
-}
-
-// What /proc says of a process: threads and its anonymous resident bytes, the heap and stacks
-// (0 without a pid). Mapped model files are left out: their pages come and go with the models.
-std::pair<int64_t, int64_t> ThreadsAndRss(int pid) {
-  int64_t threads = 0, rss = 0;
-  if (pid <= 0) return {0, 0};
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("Threads:", 0) == 0) threads = std::stoll(line.substr(8));
-    if (line.rfind("RssAnon:", 0) == 0) rss = std::stoll(line.substr(8)) * 1024;
-  }
-  return {threads, rss};
 }
 
 // Everything the run counts; one lock, taken once per request.
@@ -521,9 +508,9 @@ int RunSoak(const std::vector<std::string>& argv) {
       used_max = std::max(used_max, used);
       if (used > budget) ++over_budget;
     }
-    const auto [t, r] = ThreadsAndRss(static_cast<int>(*pid));
-    if (r > 0) rss.push_back(static_cast<double>(r));
-    if (t > 0) thread_counts.push_back(t);
+    const ProcessSample sample = SampleProcess(static_cast<int>(*pid));
+    if (sample.rss_anon_bytes > 0) rss.push_back(static_cast<double>(sample.rss_anon_bytes));
+    if (sample.threads > 0) thread_counts.push_back(sample.threads);
   }
   for (std::thread& t : threads) t.join();
   const double elapsed = Seconds(Clock::now() - start);

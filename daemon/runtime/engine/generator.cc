@@ -33,9 +33,6 @@ absl::StatusOr<std::unique_ptr<Sequence>> Sequence::Start(Backend& backend,
   DF11_RETURN_IF_ERROR(params.Validate());
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
   if (prompt_tokens == 0) return absl::InvalidArgumentError("the prompt has no tokens");
-  if (absl::Status s = CheckTokenIds(request.prompt, config.vocab_size); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt: ", s.message()));
-  }
   const int64_t needed = prompt_tokens + params.max_tokens;
   if (config.max_position_embeddings > 0 && needed > config.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -146,7 +146,7 @@ class Model final : public PlacedModel {
                                      codec::ThreadPool* pool, bool decode_matrices = true) const;
   // The embedding rows of `tokens` in fp32 into out[k * hidden, (k + 1) * hidden). A DF11
   // embedding decodes only the blocks that hold those rows. Token ids must be in the vocabulary
-  // (checked: kInvalidArgument); kDataLoss from the decoder.
+  // (Backend::Forward checked them); kDataLoss from the decoder.
   absl::Status EmbedTokens(std::span<const int32_t> tokens, float* out) const;
   // The output head [vocab, hidden] (the embedding when tied), decoded into `scratch` if DF11
   // unless `decode` is false.

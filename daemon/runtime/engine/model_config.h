@@ -103,9 +103,10 @@ struct ModelConfig {
 absl::StatusOr<ModelConfig> ParseModelConfig(const codec::ModelDirectory& dir);
 
 // OK when every id is in [0, vocab_size); else kInvalidArgument naming the first that is not and
-// its position. The one check of token ids: a request's where it enters (PrepareGenerate for the
-// daemon, Sequence::Start for the engine's callers), and each backend's Forward as a guard, since
-// an id past the embedding table would be read out of bounds.
+// its position. Token ids are checked where they enter: a request's in PrepareGenerate (the error
+// its client sees), and every other caller's in Backend::Forward, the one way into the embedding
+// table, which an id past its end would read out of bounds. Inside a backend they are only
+// DF11_DCHECKed.
 absl::Status CheckTokenIds(std::span<const int32_t> ids, int64_t vocab_size);
 // The same from the files' text (an empty generation text: none); kInvalidArgument for text that
 // is not a JSON object.

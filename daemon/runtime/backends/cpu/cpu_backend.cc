@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "codec/base/first_error.h"
 #include "codec/base/status_macros.h"
 #include "codec/format.h"
-#include "daemon/runtime/engine/decoder_graph.h"
 #include "daemon/runtime/backends/cpu/matvec.h"
+#include "daemon/runtime/engine/decoder_graph.h"
 
 namespace df11::runtime {
 namespace {
@@ -166,8 +166,7 @@ absl::Status CpuBackend::LinearFused(const MatrixRef& w, int64_t out, int64_t in
   // 128K-512K weights (four per thread when the matrix is large enough) keep that under 10 %.
   const int64_t per_range = std::clamp<int64_t>(out * in / (4 * pool_.size()), 1 << 17, 1 << 19);
   const size_t grain = static_cast<size_t>(std::max<int64_t>(1, per_range / in));
-  std::mutex mu;
-  absl::Status first_error;
+  base::FirstError errors;
   matvec_input_.Set(x, rows, in);
   pool_.ParallelFor(out, grain, [&](size_t begin, size_t end) {
     // The start of a row split between pieces, as its two byte planes.
@@ -200,12 +199,9 @@ absl::Status CpuBackend::LinearFused(const MatrixRef& w, int64_t out, int64_t in
             }
           }
         });
-    if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_error.ok()) first_error = std::move(s);
-    }
+    errors.Add(std::move(s));
   });
-  return first_error;
+  return errors.status();
 }
 
 void CpuBackend::LinearInterleaved(const codec::InterleavedUnit& u, size_t region, int64_t out,

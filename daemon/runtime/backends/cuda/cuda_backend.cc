@@ -324,6 +324,7 @@ absl::Status CudaBackend::DecodeEmbeddingRows(const PlacedModel& model,
   if (m == nullptr) {
     return absl::InvalidArgumentError("DecodeEmbeddingRows: a model of another backend");
   }
+  DF11_RETURN_IF_ERROR(CheckTokenIds(tokens, m->config().vocab_size));
   return queue_->DecodeEmbeddingRows(*m, tokens, rows);
 }
 

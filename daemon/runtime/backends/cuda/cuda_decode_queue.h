@@ -56,8 +56,8 @@ class CudaDecodeQueue {
   absl::Status DecodeHead(const CudaPlacedModel& m) ABSL_LOCKS_EXCLUDED(mu_);
   // The embedding rows of `tokens` (at most RowsPerCall(m)): rows[k] becomes token k's row,
   // hidden_size BF16 values, in kEmbeddingBuffer for a DF11 embedding (only the blocks holding
-  // the rows are decoded), else where it is resident. kInvalidArgument for a token outside the
-  // vocabulary, too many tokens or too few rows.
+  // the rows are decoded), else where it is resident. Tokens must be in the vocabulary (checked
+  // by the caller); kInvalidArgument for too many tokens or too few rows.
   absl::Status DecodeEmbeddingRows(const CudaPlacedModel& m, std::span<const int32_t> tokens,
                                    std::span<DeviceTensor> rows) ABSL_LOCKS_EXCLUDED(mu_);
   int64_t EmbeddingRowsPerCall(const CudaPlacedModel& m) const;
