@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <span>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace df11::codec {
 
@@ -21,6 +23,23 @@ using Histogram = std::array<uint64_t, 256>;
 
 // Adds the exponents of `bf16` (raw BF16 bit patterns) to `histogram`.
 void CountExponents(std::span<const uint16_t> bf16, Histogram& histogram);
+
+// A histogram that worker threads add their counts to, each once per range of weights.
+class SharedHistogram {
+ public:
+  void Add(const Histogram& counts) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    for (size_t e = 0; e < counts.size(); ++e) counts_[e] += counts[e];
+  }
+  Histogram Total() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return counts_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  Histogram counts_ ABSL_GUARDED_BY(mu_){};
+};
 
 // One code word: the low `length` bits of `bits`, most significant first. length 0 = no code.
 struct CodeWord {

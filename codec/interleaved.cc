@@ -7,13 +7,12 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "codec/base/first_error.h"
 #include "codec/base/status_macros.h"
 #include "codec/exponent_code.h"
 #include "codec/format.h"
+#include "codec/huffman.h"
 
 // GCC 12's AVX-512 headers pass an undefined vector as the unused source of unmasked intrinsics,
 // which -Wall reports as uninitialized.
@@ -215,22 +214,16 @@ absl::StatusOr<InterleavedUnit> InterleavedUnit::Build(const UnitDecoder& decode
     }
   };
 
-  struct Histogram {
-    absl::Mutex mu;
-    std::array<uint64_t, 256> counts ABSL_GUARDED_BY(mu){};
-  } histogram;
+  SharedHistogram histogram;
   for_segments([&](size_t s, const uint8_t* exponents) {
-    std::array<uint64_t, 256> h{};
+    Histogram h{};
     const size_t count = u.segments_[s + 1].first - u.segments_[s].first;
     for (size_t j = 0; j < count; ++j) ++h[exponents[j]];
-    absl::MutexLock lock(&histogram.mu);
-    for (int i = 0; i < 256; ++i) histogram.counts[i] += h[i];
+    histogram.Add(h);
   });
   DF11_RETURN_IF_ERROR(errors.status());
-  const ExponentCode book = [&] {
-    absl::MutexLock lock(&histogram.mu);  // every worker has finished: no wait
-    return ExponentCode::Choose(histogram.counts, kMaxLength, InterleavedUnit::kMaxCodedExponents);
-  }();
+  const ExponentCode book =
+      ExponentCode::Choose(histogram.Total(), kMaxLength, InterleavedUnit::kMaxCodedExponents);
   for (int s = 0; s <= book.m; ++s) {
     const int shift = kMaxLength - book.lengths[s];
     const uint32_t begin = book.values[s] << shift, end = (book.values[s] + 1) << shift;

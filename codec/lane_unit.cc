@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
@@ -72,16 +71,13 @@ absl::StatusOr<LaneUnit> LaneUnit::Build(std::span<const uint16_t> values, Threa
   LaneUnit u;
   u.n_ = n;
   // The exponents' histogram, then the code.
-  Histogram histogram{};
-  std::mutex mu;
+  SharedHistogram histogram;
   ForRange(pool, n, 1 << 20, [&](size_t begin, size_t end) {
     Histogram local{};
     CountExponents(values.subspan(begin, end - begin), local);
-    std::lock_guard lock(mu);
-    for (int e = 0; e < 256; ++e) histogram[e] += local[e];
+    histogram.Add(local);
   });
-  u.code_ = ExponentCode::Choose(histogram, gpu::kLaneCodeBits,
-                                 gpu::kLaneTableEntries - 1);
+  u.code_ = ExponentCode::Choose(histogram.Total(), gpu::kLaneCodeBits, gpu::kLaneTableEntries - 1);
   const ExponentCode& code = u.code_;
   for (int s = 0; s <= code.m; ++s) {
     const int length = code.lengths[s];

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <regex>
 #include <set>
 
@@ -463,32 +462,43 @@ absl::StatusOr<CompressReport> CompressModel(const std::string& src_dir, const s
 
   uint64_t total = 0;
   for (const UnitPlan& p : plans) total += p.bf16_bytes;
-  CompressReport report;
-  std::mutex mu;  // guards report, failures, progress and `done`
-  uint64_t done = 0;
-  absl::Status failure;
-  std::vector<const UnitPlan*> kept_bf16;
+  // What the workers found, in the order they finished; progress is reported under the lock too.
+  struct Tally {
+    absl::Mutex mu;
+    CompressReport report ABSL_GUARDED_BY(mu);
+    std::vector<const UnitPlan*> kept_bf16 ABSL_GUARDED_BY(mu);
+    uint64_t done ABSL_GUARDED_BY(mu) = 0;
+    absl::Status failure ABSL_GUARDED_BY(mu);
+  } tally;
   ThreadPool pool(options.threads);
   // One unit at a time per thread, so at most pool.size() units are held.
   pool.ParallelFor(plans.size(), /*grain=*/1, [&](size_t index, size_t) {
     const UnitPlan& plan = plans[index];
     absl::StatusOr<uint64_t> stored = WriteUnit(plan, out);
-    std::lock_guard<std::mutex> lock(mu);
+    absl::MutexLock lock(&tally.mu);
+    CompressReport& report = tally.report;
     if (stored.ok()) {
       ++report.units;
       report.unit_bf16_bytes += plan.bf16_bytes;
       report.unit_stored_bytes += *stored;
       for (const TensorView* t : plan.others) report.passthrough_bytes += t->data.size();
     } else if (stored.status().code() == absl::StatusCode::kFailedPrecondition) {
-      kept_bf16.push_back(&plan);
+      tally.kept_bf16.push_back(&plan);
       report.kept_bf16.push_back(absl::StrCat(plan.path, ": ", stored.status().message()));
-    } else if (failure.ok()) {
-      failure = stored.status();
+    } else if (tally.failure.ok()) {
+      tally.failure = stored.status();
     }
-    done += plan.bf16_bytes;
-    if (options.progress) options.progress(plan.path, done, total);
+    tally.done += plan.bf16_bytes;
+    if (options.progress) options.progress(plan.path, tally.done, total);
   });
-  DF11_RETURN_IF_ERROR(failure);
+  CompressReport report;
+  std::vector<const UnitPlan*> kept_bf16;
+  {
+    absl::MutexLock lock(&tally.mu);  // every worker has finished
+    DF11_RETURN_IF_ERROR(tally.failure);
+    report = std::move(tally.report);
+    kept_bf16 = std::move(tally.kept_bf16);
+  }
 
   // Units kept BF16 go to the remainder, and their patterns exclude them; in path order, whatever
   // order the threads finished in.

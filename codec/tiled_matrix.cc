@@ -4,12 +4,12 @@
 #include <array>
 #include <cstring>
 #include <functional>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/align.h"
 #include "codec/exponent_code.h"
 #include "codec/format.h"
+#include "codec/huffman.h"
 
 namespace df11::codec {
 namespace {
@@ -178,17 +178,16 @@ absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights
   const uint32_t tiles_per_band = static_cast<uint32_t>(cols / kTileCols);
   const uint64_t bands = uint64_t(rows) / kTileRows;
   const uint64_t n_segments = bands * gpu::SegmentsPerBand(tiles_per_band);
-  std::mutex mu;
 
   // The code, from the exponents' histogram.
-  std::array<uint64_t, 256> histogram{};
+  SharedHistogram histogram;
   ForRanges(pool, weights.size(), 1 << 20, [&](size_t begin, size_t end) {
-    std::array<uint64_t, 256> h{};
+    Histogram h{};
     for (size_t j = begin; j < end; ++j) ++h[ExponentOf(weights[j])];
-    std::lock_guard<std::mutex> lock(mu);
-    for (int e = 0; e < 256; ++e) histogram[e] += h[e];
+    histogram.Add(h);
   });
-  const ExponentCode code = ExponentCode::Choose(histogram, kMaxLength, kMaxCoded, kEscapeCostBits);
+  const Histogram total = histogram.Total();
+  const ExponentCode code = ExponentCode::Choose(total, kMaxLength, kMaxCoded, kEscapeCostBits);
   m.codes_.assign(gpu::kTiledCodes, 0);
   for (int s = 0; s <= code.m; ++s) {
     const int shift = kMaxLength - code.lengths[s];
@@ -199,7 +198,7 @@ absl::StatusOr<TiledMatrix> TiledMatrix::Build(std::span<const uint16_t> weights
     }
   }
   for (int e = 0; e < 256; ++e) {
-    if (code.escaped(static_cast<uint8_t>(e))) m.escaped_ += histogram[e];
+    if (code.escaped(static_cast<uint8_t>(e))) m.escaped_ += total[e];
   }
 
   // Each segment's streams on their own (in parallel), then the segments side by side: each starts
