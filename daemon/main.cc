@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "codec/mapping_guard.h"
@@ -39,7 +40,8 @@ constexpr char kHelp[] =
 
 Hosts many DFloat11-compressed language models at once and serves them over gRPC
 (df11.v1.ModelHost, grpc.health.v1, server reflection) and HTTP (the OpenAI API: /v1/models,
-/v1/completions, /v1/chat/completions; Prometheus metrics on /metrics).
+/v1/models/{id}, /v1/completions, /v1/chat/completions; Prometheus metrics on /metrics; the
+probes /health and /ready).
 
   --config FILE          YAML configuration (default: the embedded configs/default.yaml)
   --listen HOST:PORT     gRPC address, overriding listen.grpc (port 0: any free port)
@@ -48,10 +50,12 @@ Hosts many DFloat11-compressed language models at once and serves them over gRPC
   --port-file FILE       once listening, write the bound ports as JSON {"grpc": P, "http": Q}
   --print-config         print the effective configuration as YAML and exit
   --help, --version
+Each option with a value also takes it as --option=VALUE.
 
 grpc.health.v1: the server ("") and df11.v1.ModelHost are SERVING once the preloaded models are
 ready and NOT_SERVING while draining (a readiness probe); "liveness" is SERVING from the start
-(a liveness probe that a long preload does not fail).
+(a liveness probe that a long preload does not fail). Over HTTP, GET /ready answers 200 or 503
+likewise, and GET /health 200 while the process serves.
 SIGTERM or SIGINT: stop accepting calls, let in-flight streams finish for shutdown.drain, exit 0.
 Exit codes: 0 clean exit, 1 failure at start (the message says why), 2 bad command line.
 )";
@@ -89,12 +93,27 @@ int main(int argc, char** argv) {
   std::optional<std::string> config_file, listen, http_listen, port_file;
   bool print_config = false;
   for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
+    std::string arg = argv[i];
+    // --option=VALUE: the value is inline; --option VALUE: the next argument.
+    std::optional<std::string> inline_value;
+    if (const size_t eq = arg.find('='); absl::StartsWith(arg, "--") && eq != std::string::npos) {
+      inline_value = arg.substr(eq + 1);
+      arg.resize(eq);
+    }
     auto value = [&](std::optional<std::string>* out) {
+      if (inline_value.has_value()) {
+        *out = *inline_value;
+        return true;
+      }
       if (i + 1 >= argc) return false;
       *out = argv[++i];
       return true;
     };
+    const bool takes_value =
+        arg == "--config" || arg == "--listen" || arg == "--http-listen" || arg == "--port-file";
+    if (inline_value.has_value() && !takes_value) {
+      return Usage(absl::StrCat(arg, " takes no value"));
+    }
     if (arg == "--help" || arg == "-h") {
       std::fputs(kHelp, stdout);
       return 0;

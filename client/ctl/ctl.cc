@@ -28,6 +28,7 @@ Common options:
                       mutual TLS: this client's certificate and key (PEM)
   --json              machine-readable output: the reply as one line of JSON
   --help              this help
+  --version           df11ctl's version
 
 Exit codes: 0 success, 1 the call failed (stderr: "df11ctl COMMAND: CODE: message"),
 2 bad command line.
@@ -101,6 +102,10 @@ int RunDf11ctl(const std::vector<std::string>& args, const char* env_address, Co
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
       console.out << TopUsage();
+      return kExitOk;
+    }
+    if (a == "--version") {
+      console.out << "df11ctl " << DF11_VERSION << "\n";
       return kExitOk;
     }
     if (a == "--addr") {

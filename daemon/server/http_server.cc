@@ -54,7 +54,38 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   return http;
 }
 
+namespace {
+
+// The one method each route takes; nullptr for a path that is no route.
+const char* MethodOf(absl::string_view path) {
+  if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+  if (path == "/v1/models" || absl::StartsWith(path, "/v1/models/") || path == "/metrics" ||
+      path == "/health" || path == "/ready") {
+    return "GET";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void HttpServer::Serve(const HttpRequest& req, HttpResponse& res) {
+  // Probes, without a token: /health answers while the process serves; /ready once every preload
+  // has ended and until the drain starts (grpc.health.v1's readiness, over HTTP).
+  if (req.method == "GET" && req.path == "/health") {
+    res.Send(200, "application/json", R"({"status":"ok"})");
+    return;
+  }
+  if (req.method == "GET" && req.path == "/ready") {
+    const char* state = node_.shutting_down()   ? "draining"
+                        : !node_.preload_done() ? "preloading"
+                                                : nullptr;
+    if (state == nullptr) {
+      res.Send(200, "application/json", R"({"status":"ready"})");
+    } else {
+      res.Send(503, "application/json", absl::StrCat(R"({"status":")", state, R"("})"));
+    }
+    return;
+  }
   // The OpenAI API (and /metrics when auth.metrics is token) needs a caller's token.
   const bool api = absl::StartsWith(req.path, "/v1/") || req.path == "/v1";
   const bool guarded = api || (req.path == "/metrics" && node_.config().metrics_need_token);
@@ -68,6 +99,14 @@ void HttpServer::Serve(const HttpRequest& req, HttpResponse& res) {
     audit::Record({.event = "authentication_failure", .peer = req.peer, .outcome = caller.status()});
     res.Send(401, "application/json", openai::ErrorBody(caller.status(), "invalid_api_key"),
              {{"WWW-Authenticate", "Bearer"}});
+    return;
+  }
+  if (const char* method = MethodOf(req.path); method != nullptr && req.method != method) {
+    res.Send(405, "application/json",
+             openai::ErrorBody(absl::InvalidArgumentError(
+                                   absl::StrCat(req.path, " takes ", method, ", not ", req.method)),
+                               "method_not_allowed"),
+             {{"Allow", method}});
     return;
   }
   if (api && ServeOpenAi(node_, *caller, req, res)) return;

@@ -49,7 +49,8 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
                              "with the largest positions, and blocks");
   auto lora = Gauges("vllm:lora_requests_info",
                      "Resident models (running_lora_adapters), loading ones "
-                     "(waiting_lora_adapters) and how many models the node can hold now "
+                     "(waiting_lora_adapters) and how many models of the catalog's median size the "
+                     "device holds "
                      "(max_lora); the value is when these last changed (Unix seconds)");
 
   auto insecure = Gauges("df11_insecure",
@@ -104,7 +105,10 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
     per_position = std::max(per_position, m.kv_bytes_per_position);
     if (m.state == registry::ModelState::kReady) running_models.push_back(m.name);
     if (m.state == registry::ModelState::kLoading) waiting_models.push_back(m.name);
-    if (m.state == registry::ModelState::kReady) resident_bytes_sum += m.bytes.total();
+    // Weights only: a model's KV caches come and go with its requests.
+    if (m.state == registry::ModelState::kReady) {
+      resident_bytes_sum += m.bytes.df11_units + m.bytes.passthrough;
+    }
   }
   uint64_t block_size = 1, blocks = 0;
   if (!status.devices.empty() && per_position > 0) {
@@ -119,8 +123,10 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
   }
   Add(cache_config,
       {{"block_size", std::to_string(block_size)}, {"num_gpu_blocks", std::to_string(blocks)}}, 1);
-  // max_lora: the models resident or loading, plus how many of the catalog's median size the
-  // node could place now (evicting what policy allows).
+  // max_lora: how many models of the catalog's median size the device holds besides its fixed
+  // parts (workspace, a GPU's KV pool), and at least the models resident or loading. A capacity,
+  // not what is free now: KV caches that requests take and give back would change it, and each
+  // value is a new series of the info gauge.
   for (const config::ModelSpec& spec : node_.Catalog()) {
     if (std::optional<uint64_t> bytes = node_.CatalogModelBytes(spec)) sizes.push_back(*bytes);
   }
@@ -131,7 +137,10 @@ std::vector<prometheus::MetricFamily> NodeCollector::Collect() const {
   if (!sizes.empty() && !status.devices.empty()) {
     std::nth_element(sizes.begin(), sizes.begin() + sizes.size() / 2, sizes.end());
     const uint64_t median = std::max<uint64_t>(1, sizes[sizes.size() / 2]);
-    max_lora += status.devices.front().placeable / median;
+    const registry::DeviceMemory& d = status.devices.front();
+    const uint64_t fixed = d.workspace + (d.arena > 0 ? d.kv_cache + d.kv_pool_free : 0);
+    const uint64_t room = d.budget > fixed ? d.budget - fixed : 0;
+    max_lora = std::max<uint64_t>(max_lora, room / median);
   }
   const std::string running_list = absl::StrJoin(running_models, ",");
   const std::string waiting_list = absl::StrJoin(waiting_models, ",");

@@ -3,9 +3,10 @@
 // routers (the Gateway API Inference Extension's endpoint picker, llm-d) read under vLLM's names:
 // waiting and running requests, a 0-1 KV cache utilisation, the KV cache's blocks
 // (vllm:cache_config_info) and the models as LoRA adapters (vllm:lora_requests_info: the resident
-// models running, the loading ones waiting, and max_lora: those plus how many models of the
-// catalog's median size the node could still place), so that the picker's LoRA-affinity scorer
-// sends a request to a node where its model is resident, or else to one with room.
+// models running, the loading ones waiting, and max_lora: how many models of the catalog's median
+// size the device holds, a capacity that requests' KV caches do not move), so that the picker's
+// LoRA-affinity scorer sends a request to a node where its model is resident, or else to one with
+// room.
 //
 // Series of a model carry the labels `model` and `tenant` (its owner).
 //

@@ -355,23 +355,33 @@ std::string ErrorBody(const absl::Status& status, std::string_view code_override
   return Dump(Json{{"error", error}});
 }
 
+namespace {
+
+Json ModelEntry(const registry::ModelInfo& m, int64_t now_seconds) {
+  std::string status = registry::ModelStateName(m.state);
+  for (char& c : status) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  Json entry = {{"id", m.name},
+                {"object", "model"},
+                {"created", m.last_used_unix_ms > 0 ? m.last_used_unix_ms / 1000 : now_seconds},
+                {"owned_by", "df11d"},
+                {"status", status},
+                {"source", m.source},
+                {"device", m.device},
+                {"bytes", m.bytes.total()}};
+  if (m.state != registry::ModelState::kAvailable) entry["df11"] = m.df11;
+  return entry;
+}
+
+}  // namespace
+
 std::string ModelList(const std::vector<registry::ModelInfo>& models, int64_t now_seconds) {
   Json data = Json::array();
-  for (const registry::ModelInfo& m : models) {
-    std::string status = registry::ModelStateName(m.state);
-    for (char& c : status) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    Json entry = {{"id", m.name},
-                  {"object", "model"},
-                  {"created", m.last_used_unix_ms > 0 ? m.last_used_unix_ms / 1000 : now_seconds},
-                  {"owned_by", "df11d"},
-                  {"status", status},
-                  {"source", m.source},
-                  {"device", m.device},
-                  {"bytes", m.bytes.total()}};
-    if (m.state != registry::ModelState::kAvailable) entry["df11"] = m.df11;
-    data.push_back(std::move(entry));
-  }
+  for (const registry::ModelInfo& m : models) data.push_back(ModelEntry(m, now_seconds));
   return Dump(Json{{"object", "list"}, {"data", data}});
+}
+
+std::string ModelObject(const registry::ModelInfo& model, int64_t now_seconds) {
+  return Dump(ModelEntry(model, now_seconds));
 }
 
 Responder::Responder(const Request& request, const runtime::Tokenizer& tokenizer,

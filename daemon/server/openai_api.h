@@ -57,6 +57,8 @@ std::string ErrorBody(const absl::Status& status, std::string_view code = "");
 // "created", "owned_by", and df11d's "status" (ready, loading, unloading, failed, available),
 // "df11", "source", "bytes"}]}.
 std::string ModelList(const std::vector<registry::ModelInfo>& models, int64_t now_seconds);
+// GET /v1/models/{id}: one entry of ModelList, alone.
+std::string ModelObject(const registry::ModelInfo& model, int64_t now_seconds);
 
 // One response's text as it is made: streaming chunks or one object at the end.
 class Responder {

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "codec/base/status_macros.h"
@@ -128,6 +129,20 @@ bool ServeOpenAi(Node& node, const Caller& caller, const HttpRequest& req, HttpR
   if (req.method == "GET" && req.path == "/v1/models") {
     res.Send(200, "application/json",
              openai::ModelList(node.ListModels(caller), absl::ToUnixSeconds(absl::Now())));
+    return true;
+  }
+  // The rest of the path is the id, slashes included (hub ids such as Qwen/Qwen3-8B); only the
+  // models the caller may see.
+  constexpr absl::string_view kModelPrefix = "/v1/models/";
+  if (req.method == "GET" && absl::StartsWith(req.path, kModelPrefix)) {
+    const absl::string_view id = absl::string_view(req.path).substr(kModelPrefix.size());
+    for (const registry::ModelInfo& m : node.ListModels(caller)) {
+      if (m.name != id) continue;
+      res.Send(200, "application/json", openai::ModelObject(m, absl::ToUnixSeconds(absl::Now())));
+      return true;
+    }
+    SendError(res, absl::NotFoundError(
+                       absl::StrCat("no model named '", id, "' (GET /v1/models lists them)")));
     return true;
   }
   if (req.method == "POST" && (req.path == "/v1/completions" || req.path == "/v1/chat/completions")) {

@@ -23,6 +23,7 @@ using ::df11::testing::FakeModelHost;
 using ::df11::testing::FakeServer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using ::testing::StartsWith;
 
 constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10, kGiB = kMiB << 10;
@@ -681,6 +682,10 @@ TEST_F(Df11ctlTest, EveryCommandHasHelp) {
   EXPECT_EQ(top.code, kExitOk);
   EXPECT_THAT(top.out, HasSubstr("Usage: df11ctl [--addr HOST:PORT] [--token-file FILE] COMMAND [ARGS...]"));
   EXPECT_THAT(top.out, HasSubstr("  generate   generate text with a resident model\n"));
+  const Output version = RunWithEnv({"--version"}, nullptr);
+  EXPECT_EQ(version.code, kExitOk);
+  EXPECT_THAT(version.out, MatchesRegex("df11ctl [0-9]+\\.[0-9]+\\.[0-9]+\n"));
+  EXPECT_EQ(version.err, "");
 }
 
 TEST_F(Df11ctlTest, AddressComesFromFlagThenEnvironment) {

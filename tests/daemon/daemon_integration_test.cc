@@ -24,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/daemon/daemon_process.h"
 #include "tests/hub/fake_hub.h"
@@ -260,6 +261,30 @@ TEST_F(DaemonTest, HealthAndReflectionAnswer) {
   const std::string services = testing::ReflectedServices(daemon_->address());
   EXPECT_THAT(services, HasSubstr("df11.v1.ModelHost"));
   EXPECT_THAT(services, HasSubstr("grpc.health.v1.Health"));
+  // The same over HTTP for probes that speak it; a route asked with another method is 405.
+  httplib::Client http("127.0.0.1", daemon_->http_port());
+  const httplib::Result health = http.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  const httplib::Result ready = http.Get("/ready");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(ready->body, R"({"status":"ready"})");
+  const httplib::Result wrong = http.Post("/v1/models", "{}", "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 405);
+  EXPECT_EQ(wrong->get_header_value("Allow"), "GET");
+  EXPECT_THAT(wrong->body, HasSubstr("method_not_allowed"));
+  const httplib::Result get_completion = http.Get("/v1/completions");
+  ASSERT_TRUE(get_completion);
+  EXPECT_EQ(get_completion->status, 405);
+  EXPECT_EQ(get_completion->get_header_value("Allow"), "POST");
+  const httplib::Result model = http.Get("/v1/models/demo");
+  ASSERT_TRUE(model);
+  EXPECT_EQ(model->status, 200);
+  EXPECT_THAT(model->body, HasSubstr(R"("id":"demo")"));
+  EXPECT_EQ(http.Get("/v1/models/nothing")->status, 404);
+  EXPECT_EQ(http.Get("/nothing")->status, 404);
 }
 
 TEST_F(DaemonTest, ConcurrentStreamsAcrossModelsMatchOfflineGeneration) {
@@ -923,6 +948,35 @@ TEST_F(DaemonTest, RouterGaugesShowResidentAndLoadingModels) {
   }
   EXPECT_EQ(after.at("waiting_lora_adapters"), "");
   EXPECT_GE(since, loading_since);
+}
+
+// max_lora is the node's capacity in models: KV caches taken and given back by requests do not
+// change it, so its series stays one series.
+TEST_F(DaemonTest, MaxLoraStaysWhileRequestsHoldKvCaches) {
+  const std::string before =
+      InfoLabels(testing::HttpGet(daemon_->http_port(), "/metrics"), "vllm:lora_requests_info")
+          .at("max_lora");
+  std::atomic<bool> stop{false};
+  std::thread runner([&] {
+    v1::GenerateRequest r = TextRequest("llama", "import os", 1, 1000);
+    r.set_ignore_eos(true);
+    Generate(*client_, r, [&](const v1::GenerateResponse&) { return !stop.load(); });
+  });
+  v1::NodeStatus status;
+  for (int i = 0; i < 500; ++i) {
+    status = *client_->GetNodeStatus();
+    if (status.running_requests() == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string during =
+      InfoLabels(testing::HttpGet(daemon_->http_port(), "/metrics"), "vllm:lora_requests_info")
+          .at("max_lora");
+  stop = true;
+  runner.join();
+  ASSERT_EQ(status.running_requests(), 1);
+  ASSERT_GT(status.devices(0).kv_cache(), 0u);
+  EXPECT_EQ(during, before);
+  EXPECT_GE(std::stoll(before), status.models_size());
 }
 
 TEST_F(DaemonTest, MetricsShowMemoryRequestsAndRouterGauges) {

@@ -77,11 +77,13 @@ absl::Status DaemonProcess::Start(const std::string& config_yaml, const std::str
   }
   std::filesystem::remove(ports);
   const std::string binary = Df11dBinary();
+  // --config=FILE and --listen VALUE: both forms of an option's value.
+  const std::string config_arg = "--config=" + config;
   pid_ = fork();
   if (pid_ < 0) return absl::InternalError("fork failed");
   if (pid_ == 0) {
     std::freopen(log.c_str(), "a", stderr);
-    execl(binary.c_str(), binary.c_str(), "--config", config.c_str(), "--listen", "127.0.0.1:0",
+    execl(binary.c_str(), binary.c_str(), config_arg.c_str(), "--listen", "127.0.0.1:0",
           "--http-listen", "127.0.0.1:0", "--port-file", ports.c_str(), nullptr);
     _exit(127);
   }

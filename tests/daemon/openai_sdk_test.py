@@ -139,6 +139,12 @@ limits:
         self.assertEqual(models["demo"].model_extra["status"], "ready")
         self.assertGreater(models["demo"].model_extra["bytes"], 0)
         self.assertEqual(models["demo-spare"].model_extra["status"], "available")
+        # One model by id, as the SDK asks for it (GET /v1/models/{id}).
+        demo = self.client.models.retrieve("demo")
+        self.assertEqual(demo.id, "demo")
+        self.assertEqual(demo.model_extra["bytes"], models["demo"].model_extra["bytes"])
+        with self.assertRaises(openai.NotFoundError):
+            self.client.models.retrieve("no-such-model")
 
     def test_chat_completion(self):
         r = self.client.chat.completions.create(

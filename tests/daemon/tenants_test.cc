@@ -183,6 +183,17 @@ TEST_F(TenantsTest, ATenantSeesUsesAndUnloadsOnlyItsOwnModelsAndTheSharedOnes) {
   ASSERT_TRUE(models);
   EXPECT_THAT(models->body, HasSubstr("\"chat\""));
   EXPECT_THAT(models->body, Not(HasSubstr("b-secret")));
+  // One model by id: the tenant's own, never another's (404 as for a name that does not exist).
+  auto own = http.Get("/v1/models/chat", Bearer("team-a"));
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->status, 200) << own->body;
+  EXPECT_THAT(own->body, HasSubstr(R"("id":"chat")"));
+  EXPECT_THAT(own->body, HasSubstr(R"("object":"model")"));
+  auto secret = http.Get("/v1/models/b-secret", Bearer("team-a"));
+  ASSERT_TRUE(secret);
+  EXPECT_EQ(secret->status, 404);
+  EXPECT_THAT(secret->body, HasSubstr("model_not_found"));
+  EXPECT_EQ(http.Get("/v1/models/b-secret", Bearer("team-b"))->status, 200);
   auto completion =
       http.Post("/v1/completions", Bearer("team-a"),
                 R"({"model": "b-secret", "prompt": "def ", "max_tokens": 2})", "application/json");

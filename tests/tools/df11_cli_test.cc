@@ -15,6 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 
 struct Result {
   int exit_code;
@@ -63,6 +64,9 @@ TEST(Df11CliTest, EveryCommandHasHelp) {
   Result top = Df11("--help");
   EXPECT_EQ(top.exit_code, 0);
   EXPECT_THAT(top.output, HasSubstr("compress SRC_DIR DST_DIR"));
+  Result version = Df11("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.output, MatchesRegex("df11 [0-9]+\\.[0-9]+\\.[0-9]+\n"));
 }
 
 TEST(Df11CliTest, CompressVerifyInspectDecompress) {

@@ -11,7 +11,7 @@ namespace {
 
 constexpr char kUsage[] = R"(df11: lossless DFloat11 (DF11) compression of BF16 language models
 
-Usage: df11 COMMAND [ARGS...]    (df11 COMMAND --help for details)
+Usage: df11 COMMAND [ARGS...]    (df11 COMMAND --help for details; df11 --version)
 
 Commands:
   compress SRC_DIR DST_DIR [--threads N] [--pattern-dict FILE]
@@ -58,6 +58,10 @@ Exit codes: 0 success, 1 failure, 2 bad command line, 3 verify found a differenc
 
 int main(int argc, char** argv) {
   using namespace df11::tool;
+  if (argc >= 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("df11 %s\n", DF11_VERSION);
+    return kExitOk;
+  }
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
       std::strcmp(argv[1], "help") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
