@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -379,22 +380,31 @@ TEST_F(DaemonTest, ServesEveryArchitectureOfTheEngineGoldens) {
   }
 }
 
-TEST_F(DaemonTest, EveryByteIsAccounted) {
-  // While a long request runs, its KV cache shows on its model and on the device.
+// The node's status while a long request of "llama" runs (holding its KV cache), once it runs;
+// `during` is called then too. The request is cancelled before this returns.
+v1::NodeStatus StatusDuringALongRequest(client::Df11Client& client,
+                                        const std::function<void()>& during = {}) {
   std::atomic<bool> stop{false};
   std::thread runner([&] {
     v1::GenerateRequest r = TextRequest("llama", "import os", 1, 1000);
     r.set_ignore_eos(true);
-    Generate(*client_, r, [&](const v1::GenerateResponse&) { return !stop.load(); });
+    Generate(client, r, [&](const v1::GenerateResponse&) { return !stop.load(); });
   });
   v1::NodeStatus status;
   for (int i = 0; i < 500; ++i) {
-    status = *client_->GetNodeStatus();
+    status = *client.GetNodeStatus();
     if (status.running_requests() == 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (during) during();
   stop = true;
   runner.join();
+  return status;
+}
+
+TEST_F(DaemonTest, EveryByteIsAccounted) {
+  // While a long request runs, its KV cache shows on its model and on the device.
+  const v1::NodeStatus status = StatusDuringALongRequest(*client_);
   ASSERT_EQ(status.running_requests(), 1);
   ASSERT_EQ(status.devices_size(), 1);
   const v1::DeviceStatus& d = status.devices(0);
@@ -956,23 +966,12 @@ TEST_F(DaemonTest, MaxLoraStaysWhileRequestsHoldKvCaches) {
   const std::string before =
       InfoLabels(testing::HttpGet(daemon_->http_port(), "/metrics"), "vllm:lora_requests_info")
           .at("max_lora");
-  std::atomic<bool> stop{false};
-  std::thread runner([&] {
-    v1::GenerateRequest r = TextRequest("llama", "import os", 1, 1000);
-    r.set_ignore_eos(true);
-    Generate(*client_, r, [&](const v1::GenerateResponse&) { return !stop.load(); });
+  std::string during;
+  const v1::NodeStatus status = StatusDuringALongRequest(*client_, [&] {
+    during =
+        InfoLabels(testing::HttpGet(daemon_->http_port(), "/metrics"), "vllm:lora_requests_info")
+            .at("max_lora");
   });
-  v1::NodeStatus status;
-  for (int i = 0; i < 500; ++i) {
-    status = *client_->GetNodeStatus();
-    if (status.running_requests() == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  const std::string during =
-      InfoLabels(testing::HttpGet(daemon_->http_port(), "/metrics"), "vllm:lora_requests_info")
-          .at("max_lora");
-  stop = true;
-  runner.join();
   ASSERT_EQ(status.running_requests(), 1);
   ASSERT_GT(status.devices(0).kv_cache(), 0u);
   EXPECT_EQ(during, before);
