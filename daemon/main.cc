@@ -111,8 +111,11 @@ int main(int argc, char** argv) {
     };
     const bool takes_value =
         arg == "--config" || arg == "--listen" || arg == "--http-listen" || arg == "--port-file";
-    if (inline_value.has_value() && !takes_value) {
-      return Usage(absl::StrCat(arg, " takes no value"));
+    const bool flag =
+        arg == "--help" || arg == "-h" || arg == "--version" || arg == "--print-config";
+    if (inline_value.has_value() && flag) return Usage(absl::StrCat(arg, " takes no value"));
+    if (inline_value.has_value() && takes_value && inline_value->empty()) {
+      return Usage(absl::StrCat(arg, "= needs a value"));
     }
     if (arg == "--help" || arg == "-h") {
       std::fputs(kHelp, stdout);

@@ -50,11 +50,8 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(const df11::v1::GenerateReques
       return ids;
     }
     case df11::v1::GenerateRequest::kTokenIds: {
-      std::vector<int32_t> ids(request.token_ids().ids().begin(), request.token_ids().ids().end());
-      if (absl::Status s = runtime::CheckTokenIds(ids, model.model->config().vocab_size); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("token_ids.ids: ", s.message()));
-      }
-      return ids;
+      return std::vector<int32_t>(request.token_ids().ids().begin(),
+                                  request.token_ids().ids().end());
     }
     case df11::v1::GenerateRequest::PROMPT_NOT_SET:
       break;
@@ -69,6 +66,14 @@ absl::StatusOr<runtime::GenerationRequest> PrepareGenerate(const df11::v1::Gener
                                                            const config::Config& config) {
   runtime::GenerationRequest out;
   DF11_ASSIGN_OR_RETURN(out.prompt, PromptTokens(request, model));
+  // The one check of a request's token ids, whatever the prompt's form (a tokenizer whose ids
+  // pass the model's vocabulary is refused here too).
+  if (absl::Status s = runtime::CheckTokenIds(out.prompt, model.model->config().vocab_size);
+      !s.ok()) {
+    const bool ids = request.prompt_case() == df11::v1::GenerateRequest::kTokenIds;
+    return absl::InvalidArgumentError(
+        absl::StrCat(ids ? "token_ids.ids: " : "prompt (as tokenized): ", s.message()));
+  }
   if (out.prompt.empty()) return absl::InvalidArgumentError("prompt: has no tokens");
   if (static_cast<int64_t>(out.prompt.size()) > config.max_prompt_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("prompt: ", out.prompt.size(),

@@ -2,8 +2,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "codec/base/status_macros.h"
@@ -115,6 +118,23 @@ void HandleCompletion(Node& node, const Caller& caller, bool chat, const HttpReq
   Respond(node, *request, **job, responder, std::move(first), authorized, res);
 }
 
+// `text` with each %XX replaced by its byte (an id such as Qwen%2FQwen3-8B); a % without two hex
+// digits after it stays as it is.
+std::string PercentDecoded(absl::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    int byte = 0;
+    if (text[i] == '%' && i + 2 < text.size() && absl::ascii_isxdigit(text[i + 1]) &&
+        absl::ascii_isxdigit(text[i + 2]) && absl::SimpleHexAtoi(text.substr(i + 1, 2), &byte)) {
+      out.push_back(static_cast<char>(byte));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<Caller> CallerOf(const Node& node, const HttpRequest& req) {
@@ -135,10 +155,18 @@ bool ServeOpenAi(Node& node, const Caller& caller, const HttpRequest& req, HttpR
   // models the caller may see.
   constexpr absl::string_view kModelPrefix = "/v1/models/";
   if (req.method == "GET" && absl::StartsWith(req.path, kModelPrefix)) {
-    const absl::string_view id = absl::string_view(req.path).substr(kModelPrefix.size());
-    for (const registry::ModelInfo& m : node.ListModels(caller)) {
-      if (m.name != id) continue;
-      res.Send(200, "application/json", openai::ModelObject(m, absl::ToUnixSeconds(absl::Now())));
+    const std::string id = PercentDecoded(absl::string_view(req.path).substr(kModelPrefix.size()));
+    // The model a completion naming `id` would use: the caller's own before a shared one of the
+    // same name; a catalog model not loaded yet has no key and is found by name.
+    const absl::StatusOr<registry::ModelKey> key = node.Resolve(caller, id, "");
+    const std::vector<registry::ModelInfo> models = node.ListModels(caller);
+    const registry::ModelInfo* found = nullptr;
+    for (const registry::ModelInfo& m : models) {
+      if (m.name == id && (key.ok() ? m.owner == key->owner : found == nullptr)) found = &m;
+    }
+    if (found != nullptr) {
+      res.Send(200, "application/json",
+               openai::ModelObject(*found, absl::ToUnixSeconds(absl::Now())));
       return true;
     }
     SendError(res, absl::NotFoundError(

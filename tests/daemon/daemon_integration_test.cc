@@ -285,6 +285,10 @@ TEST_F(DaemonTest, HealthAndReflectionAnswer) {
   EXPECT_EQ(model->status, 200);
   EXPECT_THAT(model->body, HasSubstr(R"("id":"demo")"));
   EXPECT_EQ(http.Get("/v1/models/nothing")->status, 404);
+  // An id may come percent-encoded (as clients send hub ids such as Qwen%2FQwen3-8B).
+  const httplib::Result encoded = http.Get("/v1/models/de%6Do");
+  ASSERT_TRUE(encoded);
+  EXPECT_EQ(encoded->status, 200);
   EXPECT_EQ(http.Get("/nothing")->status, 404);
 }
 
@@ -1092,6 +1096,27 @@ TEST(DaemonDeviceTest, AMissingGpuStopsTheStartWithTheReason) {
       &out);
   EXPECT_EQ(code, 1) << out;
   EXPECT_THAT(out, HasSubstr("devices: cuda:1023"));
+  fs::remove_all(root);
+}
+
+// Options take their value as --option VALUE or --option=VALUE; a bad command line exits 2.
+TEST(DaemonCommandLineTest, ValuesInlineOrNextAndBadLinesExitTwo) {
+  const std::string root = testing::MakeTempDir();
+  std::ofstream(root + "/config.yaml") << "preload: []\nlisten: {grpc: 127.0.0.1:7999}\n";
+  std::string out;
+  EXPECT_EQ(testing::RunCommand(absl::StrCat(testing::Df11dBinary(), " --config=", root,
+                                             "/config.yaml --print-config 2>&1"),
+                                &out),
+            0);
+  EXPECT_THAT(out, HasSubstr("grpc: 127.0.0.1:7999"));
+  for (const char* bad : {"--config=", "--bogus=1", "--print-config=yes", "--listen"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_EQ(testing::RunCommand(absl::StrCat(testing::Df11dBinary(), " ", bad, " 2>&1"), &out),
+              2);
+    EXPECT_THAT(out, HasSubstr("Try 'df11d --help'"));
+  }
+  testing::RunCommand(absl::StrCat(testing::Df11dBinary(), " --bogus=1 2>&1"), &out);
+  EXPECT_THAT(out, HasSubstr("unknown argument --bogus"));
   fs::remove_all(root);
 }
 

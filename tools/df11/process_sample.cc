@@ -16,7 +16,7 @@ namespace df11::tool {
 namespace {
 
 // Bytes from a /proc/PID/status value such as "  1234 kB"; 0 when it does not parse.
-int64_t Kib(const std::string& value) {
+int64_t BytesFromKib(const std::string& value) {
   const std::vector<std::string> words = absl::StrSplit(value, ' ', absl::SkipWhitespace());
   int64_t kib = 0;
   return !words.empty() && absl::SimpleAtoi(words[0], &kib) ? kib * 1024 : 0;
@@ -32,8 +32,8 @@ ProcessSample SampleProcess(int pid) {
     if (line.rfind("Threads:", 0) == 0) {
       (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(8)), &s.threads);
     }
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_bytes = Kib(line.substr(6));
-    if (line.rfind("RssAnon:", 0) == 0) s.rss_anon_bytes = Kib(line.substr(8));
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_bytes = BytesFromKib(line.substr(6));
+    if (line.rfind("RssAnon:", 0) == 0) s.rss_anon_bytes = BytesFromKib(line.substr(8));
   }
   // /proc/PID/stat: fields 14 and 15 (utime, stime) in clock ticks, after the ")" of the name.
   std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));

@@ -74,7 +74,8 @@ SamplingParams DefaultSamplingParams(const ModelConfig& config);
 class Sequence {
  public:
   // Validates `request` and makes its KV cache (CachePositions(request) positions). Errors as
-  // Generate's before its first forward pass.
+  // Generate's before its first forward pass; token ids are checked by that pass
+  // (Backend::Forward), or before, where a request enters the daemon (PrepareGenerate).
   static absl::StatusOr<std::unique_ptr<Sequence>> Start(Backend& backend, const PlacedModel& model,
                                                          const Tokenizer& tokenizer,
                                                          GenerationRequest request);
@@ -111,8 +112,8 @@ class Sequence {
 
 // Runs `request` to its end. `on_token` is called once per generated token, in order; returning
 // false cancels the generation (kCancelled). kInvalidArgument for an empty prompt, invalid
-// sampling params, a token id outside the vocabulary, or a prompt plus max_tokens longer than the
-// model's context (with the numbers); errors of Backend::Forward otherwise.
+// sampling params, or a prompt plus max_tokens longer than the model's context (with the
+// numbers); errors of Backend::Forward otherwise (a token id outside the vocabulary among them).
 absl::StatusOr<GenerationResult> Generate(
     Backend& backend, const PlacedModel& model, const Tokenizer& tokenizer,
     const GenerationRequest& request, const std::function<bool(const GeneratedToken&)>& on_token);

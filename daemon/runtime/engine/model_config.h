@@ -103,10 +103,10 @@ struct ModelConfig {
 absl::StatusOr<ModelConfig> ParseModelConfig(const codec::ModelDirectory& dir);
 
 // OK when every id is in [0, vocab_size); else kInvalidArgument naming the first that is not and
-// its position. Token ids are checked where they enter: a request's in PrepareGenerate (the error
-// its client sees), and every other caller's in Backend::Forward, the one way into the embedding
-// table, which an id past its end would read out of bounds. Inside a backend they are only
-// DF11_DCHECKed.
+// its position. Token ids are checked where they enter: a daemon request's in PrepareGenerate, in
+// every prompt form (the error its client sees), and every other caller's in Backend::Forward, the
+// one way into the embedding table, which an id past its end would read out of bounds. Inside a
+// backend they are only DF11_DCHECKed.
 absl::Status CheckTokenIds(std::span<const int32_t> ids, int64_t vocab_size);
 // The same from the files' text (an empty generation text: none); kInvalidArgument for text that
 // is not a JSON object.

@@ -134,7 +134,7 @@ class CudaBackend final : public Backend {
   // The output head into its buffer (plan.head_buffer); then LmHead gives it.
   absl::Status DecodeLmHead(const PlacedModel& model);
   // The embedding rows of `tokens` (at most EmbeddingRowsPerCall(model)): rows[k] becomes token
-  // k's row, hidden_size BF16 values, in scratch buffer 1 for a DF11 embedding (only the blocks
+  // k's row, hidden_size BF16 values, in kEmbeddingBuffer for a DF11 embedding (only the blocks
   // holding the rows are decoded), else where it is resident. kInvalidArgument for a token
   // outside the vocabulary, too many tokens or too few rows.
   absl::Status DecodeEmbeddingRows(const PlacedModel& model, std::span<const int32_t> tokens,

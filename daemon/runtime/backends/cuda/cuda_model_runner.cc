@@ -538,9 +538,15 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
       ProfiledDecoderOps profiled(device_, stream_->get(), timing_events_, pass);
       status = RunDecoder(c, profiled);
       if (status.ok()) status = device_.StreamSynchronize(stream_->get());
+      // The times are read from the device before the profile's lock is taken.
+      std::map<std::string, DeviceWork::OpTime> times;
+      if (status.ok()) status = profiled.AddTo(times);
       if (status.ok()) {
         absl::MutexLock lock(&profile_mu_);
-        status = profiled.AddTo(profile_);
+        for (const auto& [name, t] : times) {
+          profile_[name].seconds += t.seconds;
+          profile_[name].calls += t.calls;
+        }
       }
     } else {
       status = RunDecoder(c, pass);

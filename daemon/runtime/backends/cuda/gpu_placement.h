@@ -9,9 +9,10 @@
 // share an input can run as one; the DF11 units of the supported architectures hold them in that
 // order already. A forward pass decodes, per layer, every
 // unit the layer's tensors are in, with one launch, into one of two scratch buffers shared by all
-// models (layer i into buffer i % 2, so the next layer decodes while one computes); the output
-// head's unit goes into the buffer after the last layer's, and embedding rows into buffer 1
-// (before layer 0, which uses buffer 0). Plain tensors are read where they are resident.
+// models (layer i into ScratchBufferOf(i), so the next layer decodes while one computes); the
+// output head's unit goes into the buffer after the last layer's, and embedding rows into
+// kEmbeddingBuffer (before layer 0, which uses the other). Plain tensors are read where they are
+// resident.
 //
 //   DF11_ASSIGN_OR_RETURN(GpuModelPlan plan, PlanGpuModel(*host, granule));
 //   ... allocate plan.layout.bytes, upload, scratch of plan.scratch_elements[b] per buffer ...
