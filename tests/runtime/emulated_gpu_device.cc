@@ -26,48 +26,48 @@ bool Overlap(const void* a, const void* b, uint64_t bytes) {
 
 }  // namespace
 
-// The reference operations, each enqueued on its stream with copies of its arguments (the spans
-// of host arrays among them), so that it runs in stream order like a kernel.
+// The kernels' steps (EmulatedForwardOps), each operation enqueued on its stream with copies of its
+// arguments (the spans of host arrays among them), so that it runs in stream order like a kernel.
 class EmulatedGpuDevice::StreamOps final : public runtime::ForwardOps {
  public:
   explicit StreamOps(EmulatedGpuDevice& device) : device_(device) {}
 
   absl::Status UseWorkspace(void* device, uint64_t bytes) override {
-    return reference_.UseWorkspace(device, bytes);
+    return kernels_.UseWorkspace(device, bytes);
   }
   absl::Status Linear(const uint16_t* x, const uint16_t* w, const uint16_t* bias, int64_t rows,
                       int64_t in, int64_t out, void* y, bool y_fp32, Stream stream) override {
     return Later(stream, [=, this] {
-      return reference_.Linear(x, w, bias, rows, in, out, y, y_fp32, nullptr);
+      return kernels_.Linear(x, w, bias, rows, in, out, y, y_fp32, nullptr);
     });
   }
   absl::Status RmsNorm(const uint16_t* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
                        float offset, uint16_t* y, Stream stream) override {
     return Later(stream,
-                 [=, this] { return reference_.RmsNorm(x, w, rows, n, eps, offset, y, nullptr); });
+                 [=, this] { return kernels_.RmsNorm(x, w, rows, n, eps, offset, y, nullptr); });
   }
   absl::Status FloatRmsNorm(const float* x, const uint16_t* w, int64_t rows, int64_t n, float eps,
                             float offset, void* y, bool y_fp32, Stream stream) override {
     return Later(stream, [=, this] {
-      return reference_.FloatRmsNorm(x, w, rows, n, eps, offset, y, y_fp32, nullptr);
+      return kernels_.FloatRmsNorm(x, w, rows, n, eps, offset, y, y_fp32, nullptr);
     });
   }
   absl::Status AddRmsNorm(float* x, const float* y, const uint16_t* w, int64_t rows, int64_t n,
                           float eps, float offset, uint16_t* out, Stream stream) override {
     return Later(stream, [=, this] {
-      return reference_.AddRmsNorm(x, y, w, rows, n, eps, offset, out, nullptr);
+      return kernels_.AddRmsNorm(x, y, w, rows, n, eps, offset, out, nullptr);
     });
   }
   absl::Status Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
                     const int32_t* row_position, const runtime::RopeTable& table,
                     Stream stream) override {
     return Later(stream, [=, this] {
-      return reference_.Rope(x, rows, heads, head_dim, row_position, table, nullptr);
+      return kernels_.Rope(x, rows, heads, head_dim, row_position, table, nullptr);
     });
   }
   absl::Status WriteKv(const uint16_t* k, const uint16_t* v, int64_t rows,
                        const runtime::PagedKv& kv, Stream stream) override {
-    return Later(stream, [=, this] { return reference_.WriteKv(k, v, rows, kv, nullptr); });
+    return Later(stream, [=, this] { return kernels_.WriteKv(k, v, rows, kv, nullptr); });
   }
   absl::Status PrepareHeadsAndStoreKv(uint16_t* q, uint16_t* k, const uint16_t* v, int64_t rows,
                                       int64_t heads, const uint16_t* q_norm,
@@ -75,63 +75,62 @@ class EmulatedGpuDevice::StreamOps final : public runtime::ForwardOps {
                                       const runtime::RopeTable& table, const runtime::PagedKv& kv,
                                       Stream stream) override {
     return Later(stream, [=, this] {
-      return reference_.PrepareHeadsAndStoreKv(q, k, v, rows, heads, q_norm, k_norm, eps, offset,
-                                               table, kv, nullptr);
+      return kernels_.PrepareHeadsAndStoreKv(q, k, v, rows, heads, q_norm, k_norm, eps, offset,
+                                             table, kv, nullptr);
     });
   }
   absl::Status Attention(const uint16_t* q, int64_t rows, const runtime::AttentionShape& shape,
                          const runtime::PagedKv& kv, uint16_t* out, Stream stream) override {
     return Later(stream,
-                 [=, this] { return reference_.Attention(q, rows, shape, kv, out, nullptr); });
+                 [=, this] { return kernels_.Attention(q, rows, shape, kv, out, nullptr); });
   }
   absl::Status GatedActivation(const uint16_t* gate, const uint16_t* up, int64_t n,
                                runtime::Activation activation, uint16_t* y,
                                Stream stream) override {
     return Later(stream, [=, this] {
-      return reference_.GatedActivation(gate, up, n, activation, y, nullptr);
+      return kernels_.GatedActivation(gate, up, n, activation, y, nullptr);
     });
   }
   absl::Status Add(float* x, const float* y, int64_t n, Stream stream) override {
-    return Later(stream, [=, this] { return reference_.Add(x, y, n, nullptr); });
+    return Later(stream, [=, this] { return kernels_.Add(x, y, n, nullptr); });
   }
   absl::Status Widen(const uint16_t* in, int64_t n, float scale, float* out,
                      Stream stream) override {
-    return Later(stream, [=, this] { return reference_.Widen(in, n, scale, out, nullptr); });
+    return Later(stream, [=, this] { return kernels_.Widen(in, n, scale, out, nullptr); });
   }
   absl::Status SoftCap(float* x, int64_t n, float cap, Stream stream) override {
-    return Later(stream, [=, this] { return reference_.SoftCap(x, n, cap, nullptr); });
+    return Later(stream, [=, this] { return kernels_.SoftCap(x, n, cap, nullptr); });
   }
   absl::Status GatherRows(const char* base, const uint64_t* offsets, int64_t n, int64_t row_bytes,
                           void* out, Stream stream) override {
     return Later(stream, [=, this] {
-      return reference_.GatherRows(base, offsets, n, row_bytes, out, nullptr);
+      return kernels_.GatherRows(base, offsets, n, row_bytes, out, nullptr);
     });
   }
   absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
                             std::span<const ColumnRange> pieces, Stream stream) override {
     std::vector<ColumnRange> copy(pieces.begin(), pieces.end());
-    return Later(stream, [=, this] {
-      return reference_.SplitColumns(in, rows, in_width, copy, nullptr);
-    });
+    return Later(stream,
+                 [=, this] { return kernels_.SplitColumns(in, rows, in_width, copy, nullptr); });
   }
   absl::Status TiledLinear(const uint16_t* x, int64_t rows, std::span<const TiledProduct> products,
                            bool y_fp32, Stream stream) override {
     std::vector<TiledProduct> copy(products.begin(), products.end());
     return Later(stream,
-                 [=, this] { return reference_.TiledLinear(x, rows, copy, y_fp32, nullptr); });
+                 [=, this] { return kernels_.TiledLinear(x, rows, copy, y_fp32, nullptr); });
   }
   absl::Status LaneLinear(const uint16_t* x, int64_t rows,
                           std::span<const codec::gpu::LaneProduct> products, bool y_fp32,
                           void* workspace, uint64_t workspace_bytes, Stream stream) override {
     std::vector<codec::gpu::LaneProduct> copy(products.begin(), products.end());
     return Later(stream, [=, this] {
-      return reference_.LaneLinear(x, rows, copy, y_fp32, workspace, workspace_bytes, nullptr);
+      return kernels_.LaneLinear(x, rows, copy, y_fp32, workspace, workspace_bytes, nullptr);
     });
   }
   absl::Status CheckTiled(Stream stream) override {
     if (absl::Status s = device_.StreamSynchronize(stream); !s.ok()) return s;
     if (absl::Status s = TakeError(); !s.ok()) return s;
-    return reference_.CheckTiled(nullptr);
+    return kernels_.CheckTiled(nullptr);
   }
 
  private:
@@ -153,7 +152,7 @@ class EmulatedGpuDevice::StreamOps final : public runtime::ForwardOps {
   }
 
   EmulatedGpuDevice& device_;
-  runtime::ReferenceForwardOps reference_;
+  EmulatedForwardOps kernels_;
   std::mutex mu_;
   absl::Status error_;
 };

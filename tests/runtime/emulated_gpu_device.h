@@ -1,8 +1,8 @@
 // A GpuDevice whose "device memory" is host memory and whose decoder runs the GPU kernel's
 // per-thread and per-block steps (codec/cuda/decode_steps.h) one after another: the CUDA backend's
 // host logic (arena, placement, uploads, decode launches, the forward pass's orchestration,
-// accounting) is tested with it without a GPU. Its operations are the reference ones
-// (ReferenceForwardOps).
+// accounting) is tested with it without a GPU. Its forward operations run the forward kernels'
+// steps in the same way (EmulatedForwardOps).
 //
 // Streams behave as a GPU's: each runs its work on a thread of its own, in the order enqueued,
 // while the host goes on; an event marks a point of a stream that another stream or the host can
@@ -28,8 +28,8 @@
 #include <string>
 #include <thread>
 
-#include "daemon/runtime/backends/cuda/forward_reference.h"
 #include "daemon/runtime/backends/cuda/gpu_device.h"
+#include "tests/runtime/emulated_forward_ops.h"
 
 namespace df11::testing {
 
@@ -76,7 +76,7 @@ class EmulatedGpuDevice final : public runtime::GpuDevice {
   absl::Status DecodeLanes(std::span<const codec::gpu::LaneView> views, void* workspace,
                            uint64_t workspace_bytes, Stream stream) override;
   uint64_t lane_decode_launches() const;
-  // The reference operations, on host memory, each run in its stream's order.
+  // The forward kernels' steps, on host memory, each operation run in its stream's order.
   runtime::ForwardOps* forward_ops() override { return forward_ops_.get(); }
 
   // Fault injection: every decode from now on reports corrupt codes.

@@ -1,8 +1,10 @@
-// The forward pass's operations (daemon/runtime/backends/cuda/forward_ops.h). forward_ops_test checks the
-// reference (ReferenceForwardOps) against independent computations: the CPU engine's RoPE, sums
-// in double, attention written out position by position over pages out of order.
-// forward_ops_gpu_test (label gpu, CUDA builds) checks the CUDA device's operations against the
-// reference on random inputs of the sizes models use, and skips without a GPU.
+// The forward pass's operations (daemon/runtime/backends/cuda/forward_ops.h). The reference
+// (ReferenceForwardOps) is checked against independent computations: the CPU engine's RoPE, sums
+// in double, attention written out position by position over pages out of order. A device's
+// operations are then checked against the reference on random inputs of the sizes models use:
+// in forward_ops_test, the emulated device's, which run the CUDA kernels' per-thread steps on the
+// host (EmulatedForwardOps); in forward_ops_gpu_test (label gpu, CUDA builds), the CUDA kernels
+// on a GPU.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -12,15 +14,16 @@
 #include "codec/format.h"
 #include "codec/tiled_matrix.h"
 #include "daemon/runtime/backends/cuda/forward_reference.h"
+#include "daemon/runtime/backends/cuda/gpu_device.h"
 #include "daemon/runtime/engine/model_config.h"
 #include "daemon/runtime/engine/rotary_embedding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/runtime/emulated_gpu_device.h"
 #include "tests/testing/status_matchers.h"
 #if defined(DF11_TEST_ON_GPU)
 #include "codec/cuda/devices.h"
 #include "daemon/runtime/backends/cuda/device/cuda_device.h"
-#include "daemon/runtime/backends/cuda/gpu_device.h"
 #endif
 
 namespace df11::runtime {
@@ -224,15 +227,18 @@ TEST(ReferenceForwardOpsTest, SplitColumnsCopiesEachRange) {
             absl::StatusCode::kInvalidArgument);
 }
 
-#if defined(DF11_TEST_ON_GPU)
-// The CUDA device's operations against the reference, on device copies of the same inputs.
-class CudaForwardOpsTest : public ::testing::Test {
+// A device's operations against the reference, on device copies of the same inputs.
+class DeviceForwardOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
+#if defined(DF11_TEST_ON_GPU)
     absl::StatusOr<std::vector<::df11::cuda::DeviceInfo>> devices = ::df11::cuda::ListDevices();
     ASSERT_TRUE(devices.ok()) << devices.status();
     ASSERT_FALSE(devices->empty());  // gpu_test_main runs the tests only with a device
     device_ = cuda::OpenDevice(0).value();
+#else
+    device_ = std::make_unique<::df11::testing::EmulatedGpuDevice>(uint64_t{256} << 20);
+#endif
     stream_ = device_->CreateStream().value();
     ASSERT_NE(device_->forward_ops(), nullptr);
     workspace_ = Upload(std::vector<char>(32 << 20));
@@ -272,7 +278,7 @@ class CudaForwardOpsTest : public ::testing::Test {
   ReferenceForwardOps reference_;
 };
 
-TEST_F(CudaForwardOpsTest, LinearNormsRopeAndElementwiseMatchTheReference) {
+TEST_F(DeviceForwardOpsTest, LinearNormsRopeAndElementwiseMatchTheReference) {
   ForwardOps& gpu = *device_->forward_ops();
   for (auto [rows, in, out] :
        {std::array<int64_t, 3>{1, 4096, 1024}, {5, 96, 160}, {64, 512, 96}}) {
@@ -314,7 +320,7 @@ TEST_F(CudaForwardOpsTest, LinearNormsRopeAndElementwiseMatchTheReference) {
   }
 }
 
-TEST_F(CudaForwardOpsTest, AddRmsNormMatchesTheReference) {
+TEST_F(DeviceForwardOpsTest, AddRmsNormMatchesTheReference) {
   ForwardOps& gpu = *device_->forward_ops();
   const int64_t rows = 5, n = 4096;
   const std::vector<float> y = ToFloat(RandomBf16(rows * n, 22));
@@ -331,7 +337,7 @@ TEST_F(CudaForwardOpsTest, AddRmsNormMatchesTheReference) {
   ExpectClose(Download(out, expected.size()), expected);
 }
 
-TEST_F(CudaForwardOpsTest, GatherRowsMatchesTheReference) {
+TEST_F(DeviceForwardOpsTest, GatherRowsMatchesTheReference) {
   ForwardOps& gpu = *device_->forward_ops();
   const int64_t width = 4096;  // BF16 values of a row
   const std::vector<uint16_t> table = RandomBf16(64 * width, 21);
@@ -345,7 +351,7 @@ TEST_F(CudaForwardOpsTest, GatherRowsMatchesTheReference) {
   EXPECT_EQ(Download(out, expected.size()), expected);
 }
 
-TEST_F(CudaForwardOpsTest, SplitColumnsAndTiledLinearMatchTheReference) {
+TEST_F(DeviceForwardOpsTest, SplitColumnsAndTiledLinearMatchTheReference) {
   ForwardOps& gpu = *device_->forward_ops();
   const int64_t rows = 3, width = 6144;
   const std::vector<uint16_t> in = RandomBf16(rows * width, 11);
@@ -406,7 +412,7 @@ TEST_F(CudaForwardOpsTest, SplitColumnsAndTiledLinearMatchTheReference) {
   }
 }
 
-TEST_F(CudaForwardOpsTest, PagedAttentionMatchesTheReference) {
+TEST_F(DeviceForwardOpsTest, PagedAttentionMatchesTheReference) {
   ForwardOps& gpu = *device_->forward_ops();
   for (int64_t d : {64, 128, 256}) {
     SCOPED_TRACE(::testing::Message() << "head_dim " << d);
@@ -452,7 +458,7 @@ TEST_F(CudaForwardOpsTest, PagedAttentionMatchesTheReference) {
 
 // The fused head preparation against RmsNorm, Rope and WriteKv of the reference, with and without
 // q/k norms, partial rotary dimensions and head sizes up to 256.
-TEST_F(CudaForwardOpsTest, PrepareHeadsAndStoreKvMatchesTheReference) {
+TEST_F(DeviceForwardOpsTest, PrepareHeadsAndStoreKvMatchesTheReference) {
   ForwardOps& gpu = *device_->forward_ops();
   for (auto [d, rotary] : {std::pair<int64_t, int64_t>{64, 64}, {128, 128}, {96, 32}, {256, 256}}) {
     for (const bool norms : {false, true}) {
@@ -502,7 +508,6 @@ TEST_F(CudaForwardOpsTest, PrepareHeadsAndStoreKvMatchesTheReference) {
     }
   }
 }
-#endif
 
 }  // namespace
 }  // namespace df11::runtime

@@ -26,4 +26,28 @@ absl::StatusOr<RopeTable> RopeTable::Of(const RotaryEmbedding& rope, int64_t rot
   return t;
 }
 
+absl::Status CheckHeads(int64_t head_dim, int64_t rotary_dim) {
+  if (head_dim < 1 || head_dim > kMaxHeadDim || rotary_dim > head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("heads of ", head_dim, " rotating ", rotary_dim,
+                                                   "; the kernels take heads of 1 to ", kMaxHeadDim,
+                                                   " rotating up to all of them"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRowBytes(int64_t row_bytes) {
+  if (row_bytes % 2 != 0 || row_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("GatherRows: rows of ", row_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckColumns(int64_t first, int64_t width, int64_t in_width) {
+  if (first < 0 || width < 0 || first + width > in_width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SplitColumns: columns ", first, " + ", width, " of ", in_width));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace df11::runtime

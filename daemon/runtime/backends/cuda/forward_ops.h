@@ -5,8 +5,9 @@
 // appears here.
 //
 // ReferenceForwardOps (forward_reference.h) computes every operation on the host and is the
-// definition of their results: the emulated GPU of the tests uses it, and the CUDA kernels
-// (cuda/forward_ops.cu) are checked against it on a GPU.
+// definition of their results. The CUDA kernels (device/forward_ops.cu) are checked against it on
+// a GPU, and their per-thread steps (device/forward_steps.h) on the host, by the tests' emulated
+// device.
 #ifndef DF11_DAEMON_RUNTIME_BACKENDS_CUDA_FORWARD_OPS_H_
 #define DF11_DAEMON_RUNTIME_BACKENDS_CUDA_FORWARD_OPS_H_
 
@@ -60,6 +61,9 @@ struct PagedKv {
   }
 };
 
+// The largest head the kernels take (RopeTable rotates up to 2 * kMaxFrequencies dimensions).
+inline constexpr int64_t kMaxHeadDim = 256;
+
 struct AttentionShape {
   int64_t heads = 0;
   int64_t kv_heads = 0;
@@ -68,6 +72,13 @@ struct AttentionShape {
   float scale = 0.0f;
   float softcap = 0.0f;  // 0: none
 };
+
+// The checks every ForwardOps makes of its arguments, kInvalidArgument naming the numbers: heads
+// of head_dim (rotating rotary_dim of them) the kernels take; GatherRows' rows of row_bytes bytes
+// (an even number); a SplitColumns piece inside rows of in_width.
+absl::Status CheckHeads(int64_t head_dim, int64_t rotary_dim);
+absl::Status CheckRowBytes(int64_t row_bytes);
+absl::Status CheckColumns(int64_t first, int64_t width, int64_t in_width);
 
 class ForwardOps {
  public:

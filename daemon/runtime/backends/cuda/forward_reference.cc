@@ -109,6 +109,7 @@ absl::Status ReferenceForwardOps::AddRmsNorm(float* x, const float* y, const uin
 
 absl::Status ReferenceForwardOps::Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
                                        const int32_t* row_position, const RopeTable& t, Stream) {
+  DF11_RETURN_IF_ERROR(CheckHeads(head_dim, t.rotary_dim));
   const int64_t half = t.rotary_dim / 2;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = row_position[r];
@@ -142,6 +143,7 @@ absl::Status ReferenceForwardOps::PrepareHeadsAndStoreKv(
     uint16_t* q, uint16_t* k, const uint16_t* v, int64_t rows, int64_t heads,
     const uint16_t* q_norm, const uint16_t* k_norm, float eps, float offset,
     const RopeTable& table, const PagedKv& kv, Stream stream) {
+  DF11_RETURN_IF_ERROR(CheckHeads(kv.head_dim, table.rotary_dim));
   const int64_t d = kv.head_dim;
   if (q_norm != nullptr) DF11_RETURN_IF_ERROR(RmsNorm(q, q_norm, rows * heads, d, eps, offset, q, stream));
   if (k_norm != nullptr) {
@@ -155,6 +157,7 @@ absl::Status ReferenceForwardOps::PrepareHeadsAndStoreKv(
 absl::Status ReferenceForwardOps::Attention(const uint16_t* q, int64_t rows,
                                             const AttentionShape& s, const PagedKv& kv,
                                             uint16_t* out, Stream) {
+  DF11_RETURN_IF_ERROR(CheckHeads(s.head_dim, 0));
   const int64_t d = s.head_dim, group = s.heads / s.kv_heads;
   std::vector<float> scores, acc(d);
   for (int64_t r = 0; r < rows; ++r) {
@@ -223,9 +226,7 @@ absl::Status ReferenceForwardOps::SoftCap(float* x, int64_t n, float cap, Stream
 
 absl::Status ReferenceForwardOps::GatherRows(const char* base, const uint64_t* offsets, int64_t n,
                                              int64_t row_bytes, void* out, Stream) {
-  if (row_bytes % 2 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("GatherRows: rows of ", row_bytes, " bytes"));
-  }
+  DF11_RETURN_IF_ERROR(CheckRowBytes(row_bytes));
   for (int64_t r = 0; r < n; ++r) {
     std::memcpy(static_cast<char*>(out) + r * row_bytes, base + offsets[r], row_bytes);
   }
@@ -235,10 +236,7 @@ absl::Status ReferenceForwardOps::GatherRows(const char* base, const uint64_t* o
 absl::Status ReferenceForwardOps::SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
                                                std::span<const ColumnRange> pieces, Stream stream) {
   for (const ColumnRange& p : pieces) {
-    if (p.first < 0 || p.width < 0 || p.first + p.width > in_width) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("SplitColumns: columns ", p.first, " + ", p.width, " of ", in_width));
-    }
+    DF11_RETURN_IF_ERROR(CheckColumns(p.first, p.width, in_width));
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(p.out + r * p.width, in + r * in_width + p.first, p.width * sizeof(uint16_t));
     }

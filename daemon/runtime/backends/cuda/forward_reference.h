@@ -1,7 +1,7 @@
 // ForwardOps computed on the host, one operation after another, rounding as the kernels do
-// (format::FloatToBf16): the definition of what each operation gives (forward_ops.h), used by the
-// tests' emulated GPU, whose "device" memory is host memory, and as the reference the CUDA
-// kernels are checked against.
+// (format::FloatToBf16): the definition of what each operation gives (forward_ops.h), which the
+// CUDA kernels, and their steps run on the host by the tests' emulated device, are checked
+// against. The emulated device takes its matrix products from it.
 #ifndef DF11_DAEMON_RUNTIME_BACKENDS_CUDA_FORWARD_REFERENCE_H_
 #define DF11_DAEMON_RUNTIME_BACKENDS_CUDA_FORWARD_REFERENCE_H_
 

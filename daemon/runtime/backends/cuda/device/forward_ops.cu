@@ -70,9 +70,7 @@ class CudaForwardOps final : public ForwardOps {
 
   absl::Status GatherRows(const char* base, const uint64_t* offsets, int64_t n, int64_t row_bytes,
                           void* out, Stream stream) override {
-    if (row_bytes % 2 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("GatherRows: rows of ", row_bytes, " bytes"));
-    }
+    DF11_RETURN_IF_ERROR(CheckRowBytes(row_bytes));
     if (n == 0 || row_bytes == 0) return absl::OkStatus();
     GatherRowsKernel<<<static_cast<unsigned>(n), kThreads, 0, AsCuda(stream)>>>(
         base, offsets, row_bytes / 2, static_cast<uint16_t*>(out));
@@ -82,10 +80,7 @@ class CudaForwardOps final : public ForwardOps {
   absl::Status SplitColumns(const uint16_t* in, int64_t rows, int64_t in_width,
                             std::span<const ColumnRange> pieces, Stream stream) override {
     for (const ColumnRange& p : pieces) {
-      if (p.first < 0 || p.width < 0 || p.first + p.width > in_width) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("SplitColumns: columns ", p.first, " + ", p.width, " of ", in_width));
-      }
+      DF11_RETURN_IF_ERROR(CheckColumns(p.first, p.width, in_width));
       if (rows * p.width == 0) continue;
       SplitColumnsKernel<<<Blocks(rows * p.width), kThreads, 0, AsCuda(stream)>>>(
           in, rows, in_width, p.first, p.width, p.out);
@@ -185,6 +180,7 @@ class CudaForwardOps final : public ForwardOps {
 
   absl::Status Rope(uint16_t* x, int64_t rows, int64_t heads, int64_t head_dim,
                     const int32_t* row_position, const RopeTable& table, Stream stream) override {
+    DF11_RETURN_IF_ERROR(CheckHeads(head_dim, table.rotary_dim));
     const int64_t n = rows * heads * (table.rotary_dim / 2);
     if (n == 0) return absl::OkStatus();
     RopeKernel<<<Blocks(n), kThreads, 0, AsCuda(stream)>>>(x, rows, heads, head_dim, row_position,
@@ -205,11 +201,7 @@ class CudaForwardOps final : public ForwardOps {
                                       const uint16_t* k_norm, float eps, float offset,
                                       const RopeTable& table, const PagedKv& kv,
                                       Stream stream) override {
-    if (kv.head_dim > kMaxHeadDim || table.rotary_dim > kv.head_dim) {
-      return absl::InvalidArgumentError(absl::StrCat("heads of ", kv.head_dim, " rotating ",
-                                                     table.rotary_dim, "; the kernel takes up to ",
-                                                     kMaxHeadDim));
-    }
+    DF11_RETURN_IF_ERROR(CheckHeads(kv.head_dim, table.rotary_dim));
     if (rows == 0) return absl::OkStatus();
     PrepareHeadsKernel<<<static_cast<unsigned>(rows * (heads + kv.kv_heads)), kHeadThreads, 0,
                          AsCuda(stream)>>>(q, k, v, heads, q_norm, k_norm, eps, offset, table, kv);
@@ -218,10 +210,7 @@ class CudaForwardOps final : public ForwardOps {
 
   absl::Status Attention(const uint16_t* q, int64_t rows, const AttentionShape& shape,
                          const PagedKv& kv, uint16_t* out, Stream stream) override {
-    if (shape.head_dim > kMaxHeadDim) {
-      return absl::InvalidArgumentError(absl::StrCat("attention over heads of ", shape.head_dim,
-                                                     "; the kernel takes up to ", kMaxHeadDim));
-    }
+    DF11_RETURN_IF_ERROR(CheckHeads(shape.head_dim, 0));
     if (rows == 0) return absl::OkStatus();
     AttentionKernel<<<static_cast<unsigned>(rows * shape.heads), kThreads, 0, AsCuda(stream)>>>(
         q, shape, kv, out);
