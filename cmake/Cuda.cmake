@@ -31,6 +31,18 @@ if(NOT DF11_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit REQUIRED)
     set(DF11_HAVE_CUDA ON)
     message(STATUS "df11: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+    # FlashInfer's headers (tools/install-flashinfer.sh): paged decode attention. Without them
+    # attention runs the project's own kernel.
+    set(DF11_FLASHINFER_INCLUDE "${CMAKE_SOURCE_DIR}/.deps/flashinfer-0.6.0/include" CACHE PATH
+        "FlashInfer's include folder (tools/install-flashinfer.sh)")
+    if(EXISTS "${DF11_FLASHINFER_INCLUDE}/flashinfer/attention/decode.cuh")
+      set(DF11_HAVE_FLASHINFER ON)
+      message(STATUS "df11: FlashInfer headers in ${DF11_FLASHINFER_INCLUDE}")
+    else()
+      set(DF11_HAVE_FLASHINFER OFF)
+      message(STATUS "df11: no FlashInfer headers (run tools/install-flashinfer.sh): attention "
+                     "runs the project's kernel")
+    endif()
   elseif(DF11_CUDA STREQUAL "ON")
     message(FATAL_ERROR "DF11_CUDA=ON but no CUDA compiler (nvcc) was found")
   else()

@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/install-deps.sh
+# FlashInfer's headers for the CUDA build's attention, when there is a CUDA compiler.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || [ -x /usr/local/cuda-13/bin/nvcc ]; then
+  bash tools/install-flashinfer.sh
+fi
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/df11-ccache}"
 cmake -S . -B build -G Ninja -DDF11_CUDA=AUTO >/dev/null
 cmake --build build -j"$(nproc)" --target df11d df11ctl df11

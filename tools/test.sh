@@ -16,6 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash tools/install-deps.sh
+# FlashInfer's headers for the CUDA build's attention, when there is a CUDA compiler.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || [ -x /usr/local/cuda-13/bin/nvcc ]; then
+  bash tools/install-flashinfer.sh
+fi
 jobs=$(nproc)
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/df11-ccache}"
 # Paths under the repository are hashed relative to it and the build folder is left out of the

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "daemon/runtime/backends/cuda/device/forward_steps.h"
 
@@ -154,10 +155,32 @@ absl::Status EmulatedForwardOps::PrepareHeadsAndStoreKv(
   return absl::OkStatus();
 }
 
+absl::Status EmulatedForwardOps::PlanAttention(const runtime::DecodeBatch& batch,
+                                               const runtime::AttentionShape& shape,
+                                               int64_t positions_per_page, Stream) {
+  decode_ = batch;
+  positions_per_page_ = positions_per_page;
+  return absl::OkStatus();
+}
+
 absl::Status EmulatedForwardOps::Attention(const uint16_t* q, int64_t rows,
                                            const runtime::AttentionShape& shape,
                                            const runtime::PagedKv& kv, uint16_t* out, Stream) {
   DF11_RETURN_IF_ERROR(runtime::CheckHeads(shape.head_dim, 0));
+  if (decode_.sequences == rows) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t pages = decode_.page_indptr[r + 1] - decode_.page_indptr[r];
+      const int64_t length = (pages - 1) * positions_per_page_ + decode_.last_page_length[r];
+      if (decode_.host_page_indptr[r] != decode_.page_indptr[r] ||
+          decode_.page_indptr[r] != kv.row_first_page[r] || length != kv.row_position[r] + 1 ||
+          decode_.last_page_length[r] < 1 || decode_.last_page_length[r] > positions_per_page_) {
+        return absl::InternalError(absl::StrCat(
+            "decode step, row ", r, ": pages from ", decode_.page_indptr[r], " (", pages,
+            ", the last holding ", decode_.last_page_length[r], " positions) for a row at ",
+            kv.row_position[r], " whose pages start at ", kv.row_first_page[r]));
+      }
+    }
+  }
   auto warps = std::make_unique<AttentionWarps>();  // the block's shared memory
   for (int64_t block = 0; block < rows * shape.heads; ++block) {
     const AttentionOfBlock b = AttentionOf(shape, kv, block);

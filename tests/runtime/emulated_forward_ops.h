@@ -36,6 +36,11 @@ class EmulatedForwardOps final : public runtime::ForwardOps {
                                       int64_t heads, const uint16_t* q_norm, const uint16_t* k_norm,
                                       float eps, float offset, const runtime::RopeTable& table,
                                       const runtime::PagedKv& kv, Stream stream) override;
+  // Keeps a decode step's batch: its Attention checks that the batch's pages are the rows' (what
+  // FlashInfer reads on a GPU), then attends with the kernel's steps.
+  absl::Status PlanAttention(const runtime::DecodeBatch& batch,
+                             const runtime::AttentionShape& shape, int64_t positions_per_page,
+                             Stream stream) override;
   absl::Status Attention(const uint16_t* q, int64_t rows, const runtime::AttentionShape& shape,
                          const runtime::PagedKv& kv, uint16_t* out, Stream stream) override;
   absl::Status GatedActivation(const uint16_t* gate, const uint16_t* up, int64_t n,
@@ -57,6 +62,8 @@ class EmulatedForwardOps final : public runtime::ForwardOps {
 
  private:
   runtime::ReferenceForwardOps reference_;
+  runtime::DecodeBatch decode_;
+  int64_t positions_per_page_ = 0;
 };
 
 }  // namespace df11::testing

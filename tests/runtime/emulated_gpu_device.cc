@@ -79,6 +79,13 @@ class EmulatedGpuDevice::StreamOps final : public runtime::ForwardOps {
                                              table, kv, nullptr);
     });
   }
+  absl::Status PlanAttention(const runtime::DecodeBatch& batch,
+                             const runtime::AttentionShape& shape, int64_t positions_per_page,
+                             Stream stream) override {
+    return Later(stream, [=, this] {
+      return kernels_.PlanAttention(batch, shape, positions_per_page, nullptr);
+    });
+  }
   absl::Status Attention(const uint16_t* q, int64_t rows, const runtime::AttentionShape& shape,
                          const runtime::PagedKv& kv, uint16_t* out, Stream stream) override {
     return Later(stream,

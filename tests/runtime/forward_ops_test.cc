@@ -456,6 +456,62 @@ TEST_F(DeviceForwardOpsTest, PagedAttentionMatchesTheReference) {
   }
 }
 
+// A decode step: one row per sequence, each sequence's pages listed on their own (a DecodeBatch),
+// of lengths from one position to many pages, query groups of 4 and 1, with and without a window
+// and soft-capping. On a GPU, heads of 128 and 256 are FlashInfer's decode (when the build has
+// it); the emulated device checks the batch against the rows and runs the project's kernel.
+TEST_F(DeviceForwardOpsTest, DecodeStepAttentionMatchesTheReference) {
+  ForwardOps& ops = *device_->forward_ops();
+  const std::vector<int32_t> lengths = {1, 17, 300, 64, 1000};
+  const int64_t per_page = 16, S = static_cast<int64_t>(lengths.size());
+  for (int64_t d : {64, 128, 256}) {
+    for (auto [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {4, 4}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "head_dim " << d << ", heads " << heads << "/" << kv_heads);
+      Pages p{.positions_per_page = per_page, .kv_heads = kv_heads, .head_dim = d, .layers = 2};
+      std::vector<int32_t> indptr = {0}, last_length, first_page, position;
+      for (int32_t length : lengths) {
+        first_page.push_back(indptr.back());
+        position.push_back(length - 1);
+        indptr.push_back(indptr.back() + (length + per_page - 1) / per_page);
+        last_length.push_back((length - 1) % per_page + 1);
+      }
+      const auto n_pages = static_cast<uint32_t>(indptr.back());
+      for (uint32_t i = 0; i < n_pages; ++i) p.order.push_back((i * 7 + 3) % n_pages);
+      const std::vector<uint16_t> values = RandomBf16(n_pages * p.page_bytes() / 2, 41);
+      p.pool.resize(n_pages * p.page_bytes());
+      std::memcpy(p.pool.data(), values.data(), p.pool.size());
+      const std::vector<uint16_t> q = RandomBf16(S * heads * d, 42, 0.3f);
+      for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {33, 30.0f}}) {
+        const AttentionShape shape{.heads = heads,
+                                   .kv_heads = kv_heads,
+                                   .head_dim = d,
+                                   .window = window,
+                                   .scale = 1.0f / std::sqrt(float(d)),
+                                   .softcap = softcap};
+        const PagedKv host_kv = p.For(1, first_page.data(), position.data());
+        std::vector<uint16_t> expected(S * heads * d);
+        DF11_ASSERT_OK(reference_.Attention(q.data(), S, shape, host_kv, expected.data(), nullptr));
+        PagedKv device_kv = host_kv;
+        device_kv.pool = Upload(p.pool);
+        device_kv.pages = Upload(p.order);
+        device_kv.row_first_page = Upload(first_page);
+        device_kv.row_position = Upload(position);
+        const DecodeBatch batch{.sequences = S,
+                                .host_page_indptr = indptr.data(),
+                                .page_indptr = Upload(indptr),
+                                .last_page_length = Upload(last_length)};
+        DF11_ASSERT_OK(ops.PlanAttention(batch, shape, per_page, stream_));
+        uint16_t* out = Upload(std::vector<uint16_t>(expected.size()));
+        DF11_ASSERT_OK(ops.Attention(Upload(q), S, shape, device_kv, out, stream_));
+        ExpectClose(Download(out, expected.size()), expected);
+        // A pass that is no decode step plans nothing.
+        DF11_ASSERT_OK(ops.PlanAttention(DecodeBatch{}, shape, per_page, stream_));
+      }
+    }
+  }
+}
+
 // The fused head preparation against RmsNorm, Rope and WriteKv of the reference, with and without
 // q/k norms, partial rotary dimensions and head sizes up to 256.
 TEST_F(DeviceForwardOpsTest, PrepareHeadsAndStoreKvMatchesTheReference) {

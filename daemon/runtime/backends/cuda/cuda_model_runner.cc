@@ -98,7 +98,8 @@ class CudaModelRunner::Pass final : public DecoderOps {
  public:
   Pass(CudaModelRunner& runner, const CudaPlacedModel& m, ForwardOps& ops,
        std::span<const SequenceStep> batch, std::span<const int32_t> tokens,
-       uint64_t positions_per_page, const PassBuffers& buffers, std::span<float> logits)
+       uint64_t positions_per_page, const PassBuffers& buffers, std::span<float> logits,
+       bool decode_step)
       : b_(runner),
         m_(m),
         c_(m.config()),
@@ -110,7 +111,8 @@ class CudaModelRunner::Pass final : public DecoderOps {
         logits_(logits),
         rows_(static_cast<int64_t>(tokens.size())),
         stream_(runner.stream_->get()),
-        short_pass_(rows_ <= runner.options_.fused_max_rows) {}
+        short_pass_(rows_ <= runner.options_.fused_max_rows),
+        decode_step_(decode_step) {}
 
   // The pass's metadata in one copy from page-locked memory (RunPass filled it); then the
   // embedding rows of the tokens, a launch's worth at a time, gathered into kNormed in one launch
@@ -125,6 +127,18 @@ class CudaModelRunner::Pass final : public DecoderOps {
         DF11_RETURN_IF_ERROR(
             b_.device_.MemsetAsync(LaneWorkspace(), 0, codec::gpu::kLanePiecesOffset, stream_));
       }
+      // A decode step's attention may be planned once for all its layers.
+      DecodeBatch decode;
+      if (decode_step_) {
+        decode = DecodeBatch{
+            .sequences = static_cast<int64_t>(batch_.size()),
+            .host_page_indptr = reinterpret_cast<const int32_t*>(
+                static_cast<const char*>(b_.pinned_) + (buffers_.page_indptr - buffers_.pages)),
+            .page_indptr = reinterpret_cast<const int32_t*>(Base() + buffers_.page_indptr),
+            .last_page_length =
+                reinterpret_cast<const int32_t*>(Base() + buffers_.last_page_length)};
+      }
+      DF11_RETURN_IF_ERROR(ops_.PlanAttention(decode, Shape(0), positions_per_page_, stream_));
     }
     const int64_t H = c_.hidden_size;
     const int64_t per_call = std::max<int64_t>(1, b_.queue_.EmbeddingRowsPerCall(m_));
@@ -267,13 +281,7 @@ class CudaModelRunner::Pass final : public DecoderOps {
 
   absl::Status Attend() override {
     absl::ReaderMutexLock lock(&b_.arena_.mu());
-    const AttentionShape shape{.heads = c_.num_heads,
-                               .kv_heads = c_.num_kv_heads,
-                               .head_dim = c_.head_dim,
-                               .window = c_.SlidingWindow(layer_),
-                               .scale = c_.attention_scale,
-                               .softcap = c_.attention_softcap};
-    return ops_.Attention(Bf16(Activations::kQuery), rows_, shape, Kv(),
+    return ops_.Attention(Bf16(Activations::kQuery), rows_, Shape(c_.SlidingWindow(layer_)), Kv(),
                           Bf16(Activations::kAttention), stream_);
   }
 
@@ -412,6 +420,14 @@ class CudaModelRunner::Pass final : public DecoderOps {
   void* LaneWorkspace() const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
     return Base() + buffers_.lane_workspace;
   }
+  AttentionShape Shape(int64_t window) const {
+    return AttentionShape{.heads = c_.num_heads,
+                          .kv_heads = c_.num_kv_heads,
+                          .head_dim = c_.head_dim,
+                          .window = window,
+                          .scale = c_.attention_scale,
+                          .softcap = c_.attention_softcap};
+  }
   PagedKv Kv() const ABSL_SHARED_LOCKS_REQUIRED(b_.arena_.mu()) {
     return PagedKv{
         .pool = b_.arena_.AddressLocked(b_.arena_.kv_pool()),
@@ -440,6 +456,7 @@ class CudaModelRunner::Pass final : public DecoderOps {
   const int64_t rows_;
   const GpuDevice::Stream stream_;
   const bool short_pass_;
+  const bool decode_step_;
   int64_t layer_ = 0;
   const CudaPlacedModel::FusedLayer* tiled_ = nullptr;  // the current layer's, in short passes
 };
@@ -494,6 +511,8 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   take(b.row_first_page, rows * 4);
   take(b.row_position, rows * 4);
   take(b.last_rows, S * 8);
+  take(b.page_indptr, (S + 1) * 4);
+  take(b.last_page_length, S * 4);
   take(b.embedding_rows, rows * 8);
   b.bytes = bytes;
   // The buffers stay allocated from pass to pass (no arena work on the per-token path); they grow
@@ -512,6 +531,7 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
     DF11_ASSIGN_OR_RETURN(pinned_, device_.AllocateHost(upload));
     pinned_bytes_ = upload;
   }
+  bool decode_step = false;  // one row per sequence
   {
     // Laid out as the pass buffers from b.pages on.
     auto at = [&](uint64_t offset) { return static_cast<char*>(pinned_) + (offset - b.pages); };
@@ -519,21 +539,36 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
     auto* first_page = reinterpret_cast<int32_t*>(at(b.row_first_page));
     auto* position = reinterpret_cast<int32_t*>(at(b.row_position));
     auto* last = reinterpret_cast<uint64_t*>(at(b.last_rows));
+    auto* page_indptr = reinterpret_cast<int32_t*>(at(b.page_indptr));
+    auto* last_page_length = reinterpret_cast<int32_t*>(at(b.last_page_length));
+    const auto per_page = static_cast<int64_t>(positions_per_page);
     int64_t r = 0, p = 0;
     for (size_t i = 0; i < batch.size(); ++i) {
       const auto* cache = static_cast<const CudaKvCache*>(batch[i].cache);
+      const int64_t length = cache->length() + static_cast<int64_t>(batch[i].tokens.size());
       for (size_t t = 0; t < batch[i].tokens.size(); ++t, ++r) {
         first_page[r] = static_cast<int32_t>(p);
         position[r] = static_cast<int32_t>(cache->length() + static_cast<int64_t>(t));
       }
       last[i] = b.activations[static_cast<size_t>(Activations::kResidual)] +
                 static_cast<uint64_t>(r - 1) * H * 4;
-      for (uint32_t page_index : cache->table().pages) page[p++] = page_index;
+      // The pages the sequence uses after this pass (the cache may hold more).
+      const auto used = static_cast<size_t>((length + per_page - 1) / per_page);
+      if (used > cache->table().pages.size()) {
+        return absl::InternalError(absl::StrCat("a sequence of ", length, " positions in ",
+                                                cache->table().pages.size(), " KV pages of ",
+                                                positions_per_page, " positions"));
+      }
+      page_indptr[i] = static_cast<int32_t>(p);
+      last_page_length[i] = static_cast<int32_t>((length - 1) % per_page + 1);
+      for (size_t k = 0; k < used; ++k) page[p++] = cache->table().pages[k];
     }
+    page_indptr[batch.size()] = static_cast<int32_t>(p);
+    decode_step = r == S;
   }
   absl::Status status;
   {
-    Pass pass(*this, m, ops, batch, tokens_, positions_per_page, b, logits);
+    Pass pass(*this, m, ops, batch, tokens_, positions_per_page, b, logits, decode_step);
     if (profiling_) {
       ProfiledDecoderOps profiled(device_, stream_->get(), timing_events_, pass);
       status = RunDecoder(c, profiled);

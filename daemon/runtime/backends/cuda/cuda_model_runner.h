@@ -84,10 +84,13 @@ class CudaModelRunner {
     uint64_t logits = 0;
     // Short passes over lane-stream units: the fused products' error flag and pieces.
     uint64_t lane_workspace = 0;
-    // Written by the host (copied from the runner's pinned buffer): the KV pages, each row's
-    // sequence's first page and its position, each sequence's last row of x (byte offsets from
-    // the buffers' start), and the embedding rows' offsets (bytes, in their space).
-    uint64_t pages = 0, row_first_page = 0, row_position = 0, last_rows = 0, embedding_rows = 0;
+    // Written by the host (copied from the runner's pinned buffer): the KV pages each sequence
+    // uses, each row's sequence's first page and its position, each sequence's last row of x
+    // (byte offsets from the buffers' start), each sequence's pages in the list (S + 1 offsets)
+    // and its last page's positions (a decode step's DecodeBatch), and the embedding rows'
+    // offsets (bytes, in their space).
+    uint64_t pages = 0, row_first_page = 0, row_position = 0, last_rows = 0;
+    uint64_t page_indptr = 0, last_page_length = 0, embedding_rows = 0;
     // The allocation's bytes.
     uint64_t bytes = 0;
   };

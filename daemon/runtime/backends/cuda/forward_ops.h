@@ -73,6 +73,17 @@ struct AttentionShape {
   float softcap = 0.0f;  // 0: none
 };
 
+// The sequences of a decode step, one row each: sequence i holds pages [page_indptr[i],
+// page_indptr[i + 1]) of the pass's page list (PagedKv::pages), the last of them filled to
+// last_page_length[i] positions. page_indptr and last_page_length are device memory (the pass's
+// metadata); host_page_indptr is the same indptr on the host.
+struct DecodeBatch {
+  int64_t sequences = 0;
+  const int32_t* host_page_indptr = nullptr;
+  const int32_t* page_indptr = nullptr;
+  const int32_t* last_page_length = nullptr;
+};
+
 // The checks every ForwardOps makes of its arguments, kInvalidArgument naming the numbers: heads
 // of head_dim (rotating rotary_dim of them) the kernels take; GatherRows' rows of row_bytes bytes
 // (an even number); a SplitColumns piece inside rows of in_width.
@@ -123,6 +134,14 @@ class ForwardOps {
                                               const uint16_t* q_norm, const uint16_t* k_norm,
                                               float eps, float offset, const RopeTable& table,
                                               const PagedKv& kv, Stream stream) = 0;
+  // Called at the start of every pass, before its first Attention: a decode step's sequences
+  // (`batch`, and the model's heads in `shape`), or a batch of no sequences for any other pass.
+  // An implementation may plan the step's attention once for all its layers (FlashInfer's split
+  // of the KV across blocks); the default does nothing.
+  virtual absl::Status PlanAttention(const DecodeBatch& batch, const AttentionShape& shape,
+                                     int64_t positions_per_page, Stream stream) {
+    return absl::OkStatus();
+  }
   // Each row's query heads attend to its sequence's positions up to its own (causal, within
   // the window), read from the pages after WriteKv: softmax(scale · q·k, soft-capped) · v, a
   // query head h reading KV head h / (heads / kv_heads). out: rows x heads x head_dim.

@@ -17,6 +17,9 @@
 #include "codec/gpu_lane.h"
 #include "codec/gpu_tiled.h"
 #include "daemon/runtime/backends/cuda/device/forward_kernels.cuh"
+#if DF11_HAVE_FLASHINFER
+#include "daemon/runtime/backends/cuda/device/flashinfer_decode.h"
+#endif
 #include "daemon/runtime/backends/cuda/device/forward_ops.h"
 
 namespace df11::runtime::cuda {
@@ -39,6 +42,12 @@ absl::Status Cublas(cublasStatus_t s, const char* what) {
 
 // Bytes of the workspace kept for TiledLinear's launches: its error flag and up to 64 views.
 constexpr uint64_t kTiledWorkspace = 8 << 10;
+// FlashInfer's share of a workspace of at least kFlashInferFrom bytes: its plan's arrays and its
+// split KV's partial outputs (8 MiB hold 64 query heads of 256 over 128 KV blocks). A smaller
+// workspace leaves attention to the project's kernel.
+constexpr uint64_t kFlashInferIntBytes = 1 << 20;
+constexpr uint64_t kFlashInferFloatBytes = 8 << 20;
+constexpr uint64_t kFlashInferFrom = 24 << 20;
 
 class CudaForwardOps final : public ForwardOps {
  public:
@@ -46,21 +55,35 @@ class CudaForwardOps final : public ForwardOps {
                  std::shared_ptr<std::atomic<uint64_t>> launches)
       : handle_(handle), lt_(lt), launches_(std::move(launches)) {}
   ~CudaForwardOps() override {
+#if DF11_HAVE_FLASHINFER
+    if (flashinfer_.pinned != nullptr) cudaFreeHost(flashinfer_.pinned);
+#endif
     for (auto& [shape, plan] : bias_plans_) plan.Destroy();
     cublasLtDestroy(lt_);
     cublasDestroy(handle_);
   }
 
-  // The first kTiledWorkspace bytes serve TiledLinear's launches (its error flag and views);
-  // cuBLAS has the rest.
+  // The first kTiledWorkspace bytes serve TiledLinear's launches (its error flag and views); then
+  // FlashInfer's share when the workspace is large enough; cuBLAS has the rest.
   absl::Status UseWorkspace(void* device, uint64_t bytes) override {
     if (bytes < 2 * kTiledWorkspace) {
       return absl::InvalidArgumentError(
           absl::StrCat("a workspace of ", bytes, " bytes; at least ", 2 * kTiledWorkspace));
     }
     tiled_workspace_ = device;
-    cublas_workspace_ = static_cast<char*>(device) + kTiledWorkspace;
-    cublas_workspace_bytes_ = bytes - kTiledWorkspace;
+    uint64_t used = kTiledWorkspace;
+#if DF11_HAVE_FLASHINFER
+    if (bytes >= kFlashInferFrom && flashinfer_.pinned == nullptr) {
+      DF11_CUDA_RETURN_IF_ERROR(cudaMallocHost(&flashinfer_.pinned, kFlashInferIntBytes));
+      flashinfer_.int_buffer = static_cast<char*>(device) + used;
+      flashinfer_.int_bytes = kFlashInferIntBytes;
+      flashinfer_.float_buffer = static_cast<char*>(device) + used + kFlashInferIntBytes;
+      flashinfer_.float_bytes = kFlashInferFloatBytes;
+      used += kFlashInferIntBytes + kFlashInferFloatBytes;
+    }
+#endif
+    cublas_workspace_ = static_cast<char*>(device) + used;
+    cublas_workspace_bytes_ = bytes - used;
     // The backend's streams do not wait for the legacy stream: finish the clear here.
     DF11_CUDA_RETURN_IF_ERROR(cudaMemset(device, 0, kTiledWorkspace));
     DF11_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
@@ -208,10 +231,34 @@ class CudaForwardOps final : public ForwardOps {
     return Launched("PrepareHeadsAndStoreKv");
   }
 
+  // A decode step's attention is FlashInfer's when it takes the model's heads and has its share of
+  // the workspace.
+  absl::Status PlanAttention(const DecodeBatch& batch, const AttentionShape& shape,
+                             int64_t positions_per_page, Stream stream) override {
+    decode_batch_ = DecodeBatch{};
+#if DF11_HAVE_FLASHINFER
+    if (batch.sequences == 0 || flashinfer_.pinned == nullptr || shape.kv_heads <= 0 ||
+        shape.heads % shape.kv_heads != 0 ||
+        !FlashInferDecodes(shape.head_dim, shape.heads / shape.kv_heads)) {
+      return absl::OkStatus();
+    }
+    DF11_RETURN_IF_ERROR(
+        decode_.Plan(flashinfer_, batch, shape, positions_per_page, AsCuda(stream)));
+    decode_batch_ = batch;
+#endif
+    return absl::OkStatus();
+  }
+
   absl::Status Attention(const uint16_t* q, int64_t rows, const AttentionShape& shape,
                          const PagedKv& kv, uint16_t* out, Stream stream) override {
     DF11_RETURN_IF_ERROR(CheckHeads(shape.head_dim, 0));
     if (rows == 0) return absl::OkStatus();
+#if DF11_HAVE_FLASHINFER
+    if (decode_batch_.sequences == rows) {
+      *launches_ += decode_.launches();
+      return decode_.Run(q, shape, kv, decode_batch_, out, AsCuda(stream));
+    }
+#endif
     AttentionKernel<<<static_cast<unsigned>(rows * shape.heads), kThreads, 0, AsCuda(stream)>>>(
         q, shape, kv, out);
     return Launched("Attention");
@@ -357,6 +404,11 @@ class CudaForwardOps final : public ForwardOps {
   void* cublas_workspace_ = nullptr;
   uint64_t cublas_workspace_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
+  DecodeBatch decode_batch_;  // the pass's, when FlashInfer planned it
+#if DF11_HAVE_FLASHINFER
+  FlashInferBuffers flashinfer_;
+  FlashInferDecode decode_;
+#endif
 };
 
 }  // namespace
