@@ -169,15 +169,17 @@ absl::Status EmulatedForwardOps::Attention(const uint16_t* q, int64_t rows,
   DF11_RETURN_IF_ERROR(runtime::CheckHeads(shape.head_dim, 0));
   if (decode_.sequences == rows) {
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t pages = decode_.page_indptr[r + 1] - decode_.page_indptr[r];
-      const int64_t length = (pages - 1) * positions_per_page_ + decode_.last_page_length[r];
-      if (decode_.host_page_indptr[r] != decode_.page_indptr[r] ||
-          decode_.page_indptr[r] != kv.row_first_page[r] || length != kv.row_position[r] + 1 ||
-          decode_.last_page_length[r] < 1 || decode_.last_page_length[r] > positions_per_page_) {
-        return absl::InternalError(absl::StrCat(
-            "decode step, row ", r, ": pages from ", decode_.page_indptr[r], " (", pages,
-            ", the last holding ", decode_.last_page_length[r], " positions) for a row at ",
-            kv.row_position[r], " whose pages start at ", kv.row_first_page[r]));
+      const int64_t pages = kv.page_indptr[r + 1] - kv.page_indptr[r];
+      const int64_t last = kv.last_page_length[r];
+      const int64_t length = (pages - 1) * positions_per_page_ + last;
+      if (decode_.page_indptr[r] != kv.page_indptr[r] ||
+          decode_.page_indptr[r + 1] != kv.page_indptr[r + 1] ||
+          kv.page_indptr[r] != kv.row_first_page[r] || length != kv.row_position[r] + 1 ||
+          last < 1 || last > positions_per_page_) {
+        return absl::InternalError(
+            absl::StrCat("decode step, row ", r, ": pages from ", kv.page_indptr[r], " (", pages,
+                         ", the last holding ", last, " positions) for a row at ",
+                         kv.row_position[r], " whose pages start at ", kv.row_first_page[r]));
       }
     }
   }

@@ -36,8 +36,8 @@ class EmulatedForwardOps final : public runtime::ForwardOps {
                                       int64_t heads, const uint16_t* q_norm, const uint16_t* k_norm,
                                       float eps, float offset, const runtime::RopeTable& table,
                                       const runtime::PagedKv& kv, Stream stream) override;
-  // Keeps a decode step's batch: its Attention checks that the batch's pages are the rows' (what
-  // FlashInfer reads on a GPU), then attends with the kernel's steps.
+  // Keeps a decode step's batch: its Attention checks that the sequences' pages (what FlashInfer
+  // reads on a GPU) are the rows', then attends with the kernel's steps.
   absl::Status PlanAttention(const runtime::DecodeBatch& batch,
                              const runtime::AttentionShape& shape, int64_t positions_per_page,
                              Stream stream) override;

@@ -458,8 +458,9 @@ TEST_F(DeviceForwardOpsTest, PagedAttentionMatchesTheReference) {
 
 // A decode step: one row per sequence, each sequence's pages listed on their own (a DecodeBatch),
 // of lengths from one position to many pages, query groups of 4 and 1, with and without a window
-// and soft-capping. On a GPU, heads of 128 and 256 are FlashInfer's decode (when the build has
-// it); the emulated device checks the batch against the rows and runs the project's kernel.
+// and soft-capping. On a GPU, heads of 128 and 256 without a window are FlashInfer's decode (when
+// the build has it); the emulated device checks the batch against the rows and runs the
+// project's kernel.
 TEST_F(DeviceForwardOpsTest, DecodeStepAttentionMatchesTheReference) {
   ForwardOps& ops = *device_->forward_ops();
   const std::vector<int32_t> lengths = {1, 17, 300, 64, 1000};
@@ -497,10 +498,9 @@ TEST_F(DeviceForwardOpsTest, DecodeStepAttentionMatchesTheReference) {
         device_kv.pages = Upload(p.order);
         device_kv.row_first_page = Upload(first_page);
         device_kv.row_position = Upload(position);
-        const DecodeBatch batch{.sequences = S,
-                                .host_page_indptr = indptr.data(),
-                                .page_indptr = Upload(indptr),
-                                .last_page_length = Upload(last_length)};
+        device_kv.page_indptr = Upload(indptr);
+        device_kv.last_page_length = Upload(last_length);
+        const DecodeBatch batch{.sequences = S, .page_indptr = indptr.data()};
         DF11_ASSERT_OK(ops.PlanAttention(batch, shape, per_page, stream_));
         uint16_t* out = Upload(std::vector<uint16_t>(expected.size()));
         DF11_ASSERT_OK(ops.Attention(Upload(q), S, shape, device_kv, out, stream_));

@@ -20,6 +20,13 @@ namespace {
 // docs/PERFORMANCE.md, the fused product). Longer passes keep them apart, sparing the split's copy.
 constexpr int64_t kGroupedMaxRows = 64;
 
+// The KV pages a sequence uses once `tokens` more positions are stored.
+uint64_t UsedPages(const CudaKvCache& cache, size_t tokens) {
+  const uint64_t length = static_cast<uint64_t>(cache.length()) + tokens;
+  const uint64_t per_page = cache.table().positions_per_page;
+  return (length + per_page - 1) / per_page;
+}
+
 }  // namespace
 
 CudaModelRunner::CudaModelRunner(GpuDevice& device, CudaArena& arena, CudaDecodeQueue& queue,
@@ -127,16 +134,14 @@ class CudaModelRunner::Pass final : public DecoderOps {
         DF11_RETURN_IF_ERROR(
             b_.device_.MemsetAsync(LaneWorkspace(), 0, codec::gpu::kLanePiecesOffset, stream_));
       }
-      // A decode step's attention may be planned once for all its layers.
+      // A decode step's attention may be planned once for all its layers (from the host's copy
+      // of the sequences' page offsets, which stays until the pass ends).
       DecodeBatch decode;
       if (decode_step_) {
         decode = DecodeBatch{
             .sequences = static_cast<int64_t>(batch_.size()),
-            .host_page_indptr = reinterpret_cast<const int32_t*>(
-                static_cast<const char*>(b_.pinned_) + (buffers_.page_indptr - buffers_.pages)),
-            .page_indptr = reinterpret_cast<const int32_t*>(Base() + buffers_.page_indptr),
-            .last_page_length =
-                reinterpret_cast<const int32_t*>(Base() + buffers_.last_page_length)};
+            .page_indptr = reinterpret_cast<const int32_t*>(
+                static_cast<const char*>(b_.pinned_) + (buffers_.page_indptr - buffers_.pages))};
       }
       DF11_RETURN_IF_ERROR(ops_.PlanAttention(decode, Shape(0), positions_per_page_, stream_));
     }
@@ -438,7 +443,9 @@ class CudaModelRunner::Pass final : public DecoderOps {
         .head_dim = c_.head_dim,
         .pages = reinterpret_cast<const uint32_t*>(Base() + buffers_.pages),
         .row_first_page = reinterpret_cast<const int32_t*>(Base() + buffers_.row_first_page),
-        .row_position = reinterpret_cast<const int32_t*>(Base() + buffers_.row_position)};
+        .row_position = reinterpret_cast<const int32_t*>(Base() + buffers_.row_position),
+        .page_indptr = reinterpret_cast<const int32_t*>(Base() + buffers_.page_indptr),
+        .last_page_length = reinterpret_cast<const int32_t*>(Base() + buffers_.last_page_length)};
   }
   absl::Status Unsupported(const char* what) const {
     return absl::InternalError(absl::StrCat("the CUDA backend has no ", what));
@@ -479,7 +486,14 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
     const auto* cache = static_cast<const CudaKvCache*>(s.cache);
     positions_per_page = cache->table().positions_per_page;
     rows += static_cast<int64_t>(s.tokens.size());
-    pages += cache->table().pages.size();
+    // The pages the sequence uses after this pass (its cache may hold more).
+    const uint64_t used = UsedPages(*cache, s.tokens.size());
+    if (used > cache->table().pages.size()) {
+      return absl::InternalError(absl::StrCat("a sequence of ", cache->length() + s.tokens.size(),
+                                              " positions in ", cache->table().pages.size(),
+                                              " KV pages of ", positions_per_page, " positions"));
+    }
+    pages += used;
     tokens_.insert(tokens_.end(), s.tokens.begin(), s.tokens.end());
   }
 
@@ -504,9 +518,10 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
   take(b.last_x, S * H * 4);
   take(b.logits, S * V * 4);
   if (rows <= options_.fused_max_rows) take(b.lane_workspace, m.lane_workspace_bytes());
-  // Last, the metadata the host writes: the KV pages and, per row, its sequence's first page in
-  // them and its position; the offset of each sequence's last row of x; the embedding rows'
-  // offsets. One page-locked buffer mirrors them.
+  // Last, the metadata the host writes: the KV pages the sequences use and, per row, its
+  // sequence's first page in them and its position; the offset of each sequence's last row of x;
+  // each sequence's page offsets and its last page's positions; the embedding rows' offsets. One
+  // page-locked buffer mirrors them.
   take(b.pages, pages * 4);
   take(b.row_first_page, rows * 4);
   take(b.row_position, rows * 4);
@@ -552,16 +567,10 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
       }
       last[i] = b.activations[static_cast<size_t>(Activations::kResidual)] +
                 static_cast<uint64_t>(r - 1) * H * 4;
-      // The pages the sequence uses after this pass (the cache may hold more).
-      const auto used = static_cast<size_t>((length + per_page - 1) / per_page);
-      if (used > cache->table().pages.size()) {
-        return absl::InternalError(absl::StrCat("a sequence of ", length, " positions in ",
-                                                cache->table().pages.size(), " KV pages of ",
-                                                positions_per_page, " positions"));
-      }
+      const uint64_t used = UsedPages(*cache, batch[i].tokens.size());
       page_indptr[i] = static_cast<int32_t>(p);
       last_page_length[i] = static_cast<int32_t>((length - 1) % per_page + 1);
-      for (size_t k = 0; k < used; ++k) page[p++] = cache->table().pages[k];
+      for (uint64_t k = 0; k < used; ++k) page[p++] = cache->table().pages[k];
     }
     page_indptr[batch.size()] = static_cast<int32_t>(p);
     decode_step = r == S;

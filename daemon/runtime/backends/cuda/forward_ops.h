@@ -49,6 +49,11 @@ struct PagedKv {
   const uint32_t* pages = nullptr;          // device
   const int32_t* row_first_page = nullptr;  // device, per row
   const int32_t* row_position = nullptr;    // device, per row
+  // Per sequence (device), filled for every pass: its pages are [page_indptr[i],
+  // page_indptr[i + 1]) of `pages` (S + 1 offsets), the last of them holding last_page_length[i]
+  // positions. What FlashInfer reads; a decode step's row i is sequence i.
+  const int32_t* page_indptr = nullptr;
+  const int32_t* last_page_length = nullptr;
 
   // Bytes from a page's start to position `slot` (< positions_per_page) of this layer's keys;
   // the values follow the keys.
@@ -73,15 +78,12 @@ struct AttentionShape {
   float softcap = 0.0f;  // 0: none
 };
 
-// The sequences of a decode step, one row each: sequence i holds pages [page_indptr[i],
-// page_indptr[i + 1]) of the pass's page list (PagedKv::pages), the last of them filled to
-// last_page_length[i] positions. page_indptr and last_page_length are device memory (the pass's
-// metadata); host_page_indptr is the same indptr on the host.
+// The sequences of a decode step, one row each, on the host: sequence i holds pages
+// [page_indptr[i], page_indptr[i + 1]) of the pass's page list (PagedKv::pages); the same offsets
+// are in device memory as PagedKv::page_indptr.
 struct DecodeBatch {
   int64_t sequences = 0;
-  const int32_t* host_page_indptr = nullptr;
   const int32_t* page_indptr = nullptr;
-  const int32_t* last_page_length = nullptr;
 };
 
 // The checks every ForwardOps makes of its arguments, kInvalidArgument naming the numbers: heads

@@ -12,7 +12,7 @@ namespace flashinfer_decode {
                              cudaStream_t stream, std::vector<int64_t>& plan, bool& split_kv); \
   absl::Status RunDecode##D(const FlashInferBuffers& b, const std::vector<int64_t>& plan,      \
                             const uint16_t* q, const AttentionShape& s, const PagedKv& kv,     \
-                            const DecodeBatch& batch, uint16_t* out, cudaStream_t stream);
+                            int64_t sequences, uint16_t* out, cudaStream_t stream);
 DF11_DECLARE(128)
 DF11_DECLARE(256)
 #undef DF11_DECLARE
@@ -48,24 +48,18 @@ absl::Status FlashInferDecode::Plan(const FlashInferBuffers& buffers, const Deco
 }
 
 absl::Status FlashInferDecode::Run(const uint16_t* q, const AttentionShape& shape,
-                                   const PagedKv& kv, const DecodeBatch& batch, uint16_t* out,
-                                   cudaStream_t stream) {
-  // A plan is for one model's heads and one step's sequences; the window may change by layer.
-  if (plan_.empty() || batch.sequences != sequences_ || shape.heads != planned_for_.heads ||
+                                   const PagedKv& kv, uint16_t* out, cudaStream_t stream) {
+  // A plan is for one model's heads and one step's sequences.
+  if (plan_.empty() || shape.heads != planned_for_.heads ||
       shape.kv_heads != planned_for_.kv_heads || shape.head_dim != planned_for_.head_dim ||
       (shape.softcap > 0) != (planned_for_.softcap > 0)) {
-    return absl::FailedPreconditionError(absl::StrCat("FlashInfer's decode of ", batch.sequences,
-                                                      " sequences, ", shape.heads, " heads of ",
-                                                      shape.head_dim, " without its plan"));
-  }
-  if (kv.page_bytes % 2 != 0 || kv.page_bytes / 2 > UINT32_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("FlashInfer's decode over KV pages of ", kv.page_bytes, " bytes"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FlashInfer's decode of ", shape.heads, " heads of ", shape.head_dim, " without its plan"));
   }
   if (shape.head_dim == 128) {
-    return flashinfer_decode::RunDecode128(buffers_, plan_, q, shape, kv, batch, out, stream);
+    return flashinfer_decode::RunDecode128(buffers_, plan_, q, shape, kv, sequences_, out, stream);
   }
-  return flashinfer_decode::RunDecode256(buffers_, plan_, q, shape, kv, batch, out, stream);
+  return flashinfer_decode::RunDecode256(buffers_, plan_, q, shape, kv, sequences_, out, stream);
 }
 
 }  // namespace df11::runtime::cuda

@@ -1,8 +1,9 @@
 // Paged decode attention by FlashInfer: its batch decode kernel (a query-head group per KV head,
 // the KV split across blocks by a plan when the batch is too small to fill the GPU) reading the
 // KV pool's pages in place. For the head sizes this build instantiates (flashinfer_decode_<D>.cu,
-// with and without logit soft-capping; sliding windows at run time) and query groups of 1, 2, 3,
-// 4 or 8 heads per KV head; the project's kernel (forward_kernels.cuh) serves the rest.
+// with and without logit soft-capping) and query groups of 1, 2, 3, 4 or 8 heads per KV head;
+// CudaForwardOps leaves the rest, and sliding-window layers (FlashInfer's decode masks the
+// positions outside the window but still reads them), to the project's kernel.
 // Compiled only when FlashInfer's headers are (tools/install-flashinfer.sh; DF11_HAVE_FLASHINFER).
 #ifndef DF11_DAEMON_RUNTIME_BACKENDS_CUDA_DEVICE_FLASHINFER_DECODE_H_
 #define DF11_DAEMON_RUNTIME_BACKENDS_CUDA_DEVICE_FLASHINFER_DECODE_H_
@@ -35,12 +36,14 @@ bool FlashInferDecodes(int64_t head_dim, int64_t group);
 // same pages) and used by each layer's Run.
 class FlashInferDecode {
  public:
-  // The step's sequences (sequence i is row i of q); the plan's arrays are copied on `stream`
-  // from the page-locked buffer, which must not change until the pass is done.
+  // The step's sequences (sequence i is row i of q; their page offsets on the host); the plan's
+  // arrays are copied on `stream` from the page-locked buffer, which must not change until the
+  // pass is done. kResourceExhausted when the buffers are too small for the plan.
   absl::Status Plan(const FlashInferBuffers& buffers, const DecodeBatch& batch,
                     const AttentionShape& shape, int64_t positions_per_page, cudaStream_t stream);
-  absl::Status Run(const uint16_t* q, const AttentionShape& shape, const PagedKv& kv,
-                   const DecodeBatch& batch, uint16_t* out, cudaStream_t stream);
+  // The layer's attention: kv's page_indptr and last_page_length are the step's.
+  absl::Status Run(const uint16_t* q, const AttentionShape& shape, const PagedKv& kv, uint16_t* out,
+                   cudaStream_t stream);
   // Kernel launches of each Run under the current plan: the decode, and the merge of its KV
   // split when it has one.
   int launches() const { return split_kv_ ? 2 : 1; }

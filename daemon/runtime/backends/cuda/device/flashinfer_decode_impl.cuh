@@ -41,7 +41,7 @@ absl::Status Plan(const FlashInferBuffers& b, const DecodeBatch& batch, const At
     DISPATCH_GQA_GROUP_SIZE(s.heads / s.kv_heads, kGroup, {
       e = flashinfer::DecodePlan<kHeadDim, kNoRope, Variant<kSoftCap>, Params>(
           b.float_buffer, b.float_bytes, b.int_buffer, b.pinned, b.int_bytes, info,
-          const_cast<int32_t*>(batch.host_page_indptr), static_cast<uint32_t>(batch.sequences),
+          const_cast<int32_t*>(batch.page_indptr), static_cast<uint32_t>(batch.sequences),
           static_cast<uint32_t>(s.heads), static_cast<uint32_t>(positions_per_page),
           /*enable_cuda_graph=*/false, stream,
           flashinfer::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<
@@ -61,8 +61,8 @@ absl::Status Plan(const FlashInferBuffers& b, const DecodeBatch& batch, const At
 
 template <uint32_t kHeadDim, bool kSoftCap>
 absl::Status Run(const FlashInferBuffers& b, const std::vector<int64_t>& plan, const uint16_t* q,
-                 const AttentionShape& s, const PagedKv& kv, const DecodeBatch& batch,
-                 uint16_t* out, cudaStream_t stream) {
+                 const AttentionShape& s, const PagedKv& kv, int64_t sequences, uint16_t* out,
+                 cudaStream_t stream) {
   flashinfer::DecodePlanInfo info;
   info.FromVector(plan);
   // The pool's layout (KvPagePool): a page holds every layer, [layer][keys | values][position]
@@ -73,9 +73,9 @@ absl::Status Run(const FlashInferBuffers& b, const std::vector<int64_t>& plan, c
                               kv.head_dim};
   flashinfer::paged_kv_t<__nv_bfloat16, int32_t> paged(
       static_cast<uint32_t>(kv.kv_heads), static_cast<uint32_t>(kv.positions_per_page), kHeadDim,
-      static_cast<uint32_t>(batch.sequences), flashinfer::QKVLayout::kNHD, keys, keys + plane,
-      strides, reinterpret_cast<int32_t*>(const_cast<uint32_t*>(kv.pages)),
-      const_cast<int32_t*>(batch.page_indptr), const_cast<int32_t*>(batch.last_page_length));
+      static_cast<uint32_t>(sequences), flashinfer::QKVLayout::kNHD, keys, keys + plane, strides,
+      reinterpret_cast<int32_t*>(const_cast<uint32_t*>(kv.pages)),
+      const_cast<int32_t*>(kv.page_indptr), const_cast<int32_t*>(kv.last_page_length));
   Params p;
   p.q = reinterpret_cast<__nv_bfloat16*>(const_cast<uint16_t*>(q));
   p.paged_kv = paged;
@@ -124,9 +124,9 @@ absl::Status Run(const FlashInferBuffers& b, const std::vector<int64_t>& plan, c
   }                                                                                             \
   absl::Status RunDecode##D(const FlashInferBuffers& b, const std::vector<int64_t>& plan,       \
                             const uint16_t* q, const AttentionShape& s, const PagedKv& kv,      \
-                            const DecodeBatch& batch, uint16_t* out, cudaStream_t stream) {     \
-    return s.softcap > 0 ? Run<D, true>(b, plan, q, s, kv, batch, out, stream)                  \
-                         : Run<D, false>(b, plan, q, s, kv, batch, out, stream);                \
+                            int64_t sequences, uint16_t* out, cudaStream_t stream) {            \
+    return s.softcap > 0 ? Run<D, true>(b, plan, q, s, kv, sequences, out, stream)              \
+                         : Run<D, false>(b, plan, q, s, kv, sequences, out, stream);            \
   }
 
 }  // namespace df11::runtime::cuda::flashinfer_decode

@@ -43,11 +43,12 @@ absl::Status Cublas(cublasStatus_t s, const char* what) {
 // Bytes of the workspace kept for TiledLinear's launches: its error flag and up to 64 views.
 constexpr uint64_t kTiledWorkspace = 8 << 10;
 // FlashInfer's share of a workspace of at least kFlashInferFrom bytes: its plan's arrays and its
-// split KV's partial outputs (8 MiB hold 64 query heads of 256 over 128 KV blocks). A smaller
-// workspace leaves attention to the project's kernel.
+// split KV's partial outputs, at most (query heads per KV head) x (blocks of the grid) x head_dim
+// floats: 8 x 1,056 x 256 x 4 bytes = 8.25 MiB for groups of 8 at 8 blocks per SM on 132 SMs.
+// A plan that does not fit, or a smaller workspace, leaves attention to the project's kernel.
 constexpr uint64_t kFlashInferIntBytes = 1 << 20;
-constexpr uint64_t kFlashInferFloatBytes = 8 << 20;
-constexpr uint64_t kFlashInferFrom = 24 << 20;
+constexpr uint64_t kFlashInferFloatBytes = 16 << 20;
+constexpr uint64_t kFlashInferFrom = 32 << 20;
 
 class CudaForwardOps final : public ForwardOps {
  public:
@@ -73,8 +74,9 @@ class CudaForwardOps final : public ForwardOps {
     tiled_workspace_ = device;
     uint64_t used = kTiledWorkspace;
 #if DF11_HAVE_FLASHINFER
-    if (bytes >= kFlashInferFrom && flashinfer_.pinned == nullptr) {
-      DF11_CUDA_RETURN_IF_ERROR(cudaMallocHost(&flashinfer_.pinned, kFlashInferIntBytes));
+    // Without page-locked memory for its plan, FlashInfer is left out.
+    if (bytes >= kFlashInferFrom && flashinfer_.pinned == nullptr &&
+        cudaMallocHost(&flashinfer_.pinned, kFlashInferIntBytes) == cudaSuccess) {
       flashinfer_.int_buffer = static_cast<char*>(device) + used;
       flashinfer_.int_bytes = kFlashInferIntBytes;
       flashinfer_.float_buffer = static_cast<char*>(device) + used + kFlashInferIntBytes;
@@ -231,20 +233,22 @@ class CudaForwardOps final : public ForwardOps {
     return Launched("PrepareHeadsAndStoreKv");
   }
 
-  // A decode step's attention is FlashInfer's when it takes the model's heads and has its share of
-  // the workspace.
+  // A decode step's attention is FlashInfer's when it takes the model's heads, has its share of
+  // the workspace and its plan fits there; otherwise the project's kernel attends.
   absl::Status PlanAttention(const DecodeBatch& batch, const AttentionShape& shape,
                              int64_t positions_per_page, Stream stream) override {
-    decode_batch_ = DecodeBatch{};
+    decode_rows_ = 0;
 #if DF11_HAVE_FLASHINFER
     if (batch.sequences == 0 || flashinfer_.pinned == nullptr || shape.kv_heads <= 0 ||
         shape.heads % shape.kv_heads != 0 ||
         !FlashInferDecodes(shape.head_dim, shape.heads / shape.kv_heads)) {
       return absl::OkStatus();
     }
-    DF11_RETURN_IF_ERROR(
-        decode_.Plan(flashinfer_, batch, shape, positions_per_page, AsCuda(stream)));
-    decode_batch_ = batch;
+    const absl::Status planned =
+        decode_.Plan(flashinfer_, batch, shape, positions_per_page, AsCuda(stream));
+    if (absl::IsResourceExhausted(planned)) return absl::OkStatus();
+    DF11_RETURN_IF_ERROR(planned);
+    decode_rows_ = batch.sequences;
 #endif
     return absl::OkStatus();
   }
@@ -254,9 +258,12 @@ class CudaForwardOps final : public ForwardOps {
     DF11_RETURN_IF_ERROR(CheckHeads(shape.head_dim, 0));
     if (rows == 0) return absl::OkStatus();
 #if DF11_HAVE_FLASHINFER
-    if (decode_batch_.sequences == rows) {
+    // FlashInfer loads 16 bytes at a time from every page; a sliding window is the project
+    // kernel's, which reads only the window.
+    const bool aligned = kv.page_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(kv.pool) % 16 == 0;
+    if (decode_rows_ == rows && shape.window == 0 && aligned) {
       *launches_ += decode_.launches();
-      return decode_.Run(q, shape, kv, decode_batch_, out, AsCuda(stream));
+      return decode_.Run(q, shape, kv, out, AsCuda(stream));
     }
 #endif
     AttentionKernel<<<static_cast<unsigned>(rows * shape.heads), kThreads, 0, AsCuda(stream)>>>(
@@ -404,7 +411,7 @@ class CudaForwardOps final : public ForwardOps {
   void* cublas_workspace_ = nullptr;
   uint64_t cublas_workspace_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
-  DecodeBatch decode_batch_;  // the pass's, when FlashInfer planned it
+  int64_t decode_rows_ = 0;  // the pass's decode step's, when FlashInfer planned it
 #if DF11_HAVE_FLASHINFER
   FlashInferBuffers flashinfer_;
   FlashInferDecode decode_;

@@ -8,7 +8,8 @@
 // lane holds the same sum) and across a block (BlockSum: each warp's butterfly, then the warps'
 // sums in warp order through a second butterfly). The harness joins the same steps in the same
 // order and writes those two sums out lane by lane, so its results differ from a GPU's only where
-// the device's expf, tanhf, cosf and sinf round differently from the host's.
+// nvcc contracts a multiply and an add into one FMA (the host build does not) and where the
+// device's expf, tanhf, cosf and sinf round differently from the host's.
 #ifndef DF11_DAEMON_RUNTIME_BACKENDS_CUDA_DEVICE_FORWARD_STEPS_H_
 #define DF11_DAEMON_RUNTIME_BACKENDS_CUDA_DEVICE_FORWARD_STEPS_H_
 
