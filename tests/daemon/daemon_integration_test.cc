@@ -384,8 +384,9 @@ TEST_F(DaemonTest, ServesEveryArchitectureOfTheEngineGoldens) {
   }
 }
 
-// The node's status while a long request of "llama" runs (holding its KV cache), once it runs;
-// `during` is called then too. The request is cancelled before this returns.
+// The node's status while a long request of "llama" runs, once it runs and holds its KV cache (a
+// request counts as running a moment before its cache is taken); `during` is called then too.
+// The request is cancelled before this returns.
 v1::NodeStatus StatusDuringALongRequest(client::Df11Client& client,
                                         const std::function<void()>& during = {}) {
   std::atomic<bool> stop{false};
@@ -394,10 +395,16 @@ v1::NodeStatus StatusDuringALongRequest(client::Df11Client& client,
     r.set_ignore_eos(true);
     Generate(client, r, [&](const v1::GenerateResponse&) { return !stop.load(); });
   });
+  auto holds_kv = [](const v1::NodeStatus& status) {
+    for (const v1::ModelInfo& m : status.models()) {
+      if (m.bytes_size() > 0 && m.bytes(0).kv_cache_in_use() > 0) return true;
+    }
+    return false;
+  };
   v1::NodeStatus status;
   for (int i = 0; i < 500; ++i) {
     status = *client.GetNodeStatus();
-    if (status.running_requests() == 1) break;
+    if (status.running_requests() == 1 && holds_kv(status)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (during) during();
