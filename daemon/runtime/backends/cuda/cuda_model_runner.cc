@@ -105,8 +105,7 @@ class CudaModelRunner::Pass final : public DecoderOps {
  public:
   Pass(CudaModelRunner& runner, const CudaPlacedModel& m, ForwardOps& ops,
        std::span<const SequenceStep> batch, std::span<const int32_t> tokens,
-       uint64_t positions_per_page, const PassBuffers& buffers, std::span<float> logits,
-       bool decode_step)
+       uint64_t positions_per_page, const PassBuffers& buffers, std::span<float> logits)
       : b_(runner),
         m_(m),
         c_(m.config()),
@@ -118,8 +117,7 @@ class CudaModelRunner::Pass final : public DecoderOps {
         logits_(logits),
         rows_(static_cast<int64_t>(tokens.size())),
         stream_(runner.stream_->get()),
-        short_pass_(rows_ <= runner.options_.fused_max_rows),
-        decode_step_(decode_step) {}
+        short_pass_(rows_ <= runner.options_.fused_max_rows) {}
 
   // The pass's metadata in one copy from page-locked memory (RunPass filled it); then the
   // embedding rows of the tokens, a launch's worth at a time, gathered into kNormed in one launch
@@ -137,7 +135,7 @@ class CudaModelRunner::Pass final : public DecoderOps {
       // A decode step's attention may be planned once for all its layers (from the host's copy
       // of the sequences' page offsets, which stays until the pass ends).
       DecodeBatch decode;
-      if (decode_step_) {
+      if (rows_ == static_cast<int64_t>(batch_.size())) {  // a decode step: a row per sequence
         decode = DecodeBatch{
             .sequences = static_cast<int64_t>(batch_.size()),
             .page_indptr = reinterpret_cast<const int32_t*>(
@@ -463,7 +461,6 @@ class CudaModelRunner::Pass final : public DecoderOps {
   const int64_t rows_;
   const GpuDevice::Stream stream_;
   const bool short_pass_;
-  const bool decode_step_;
   int64_t layer_ = 0;
   const CudaPlacedModel::FusedLayer* tiled_ = nullptr;  // the current layer's, in short passes
 };
@@ -546,7 +543,6 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
     DF11_ASSIGN_OR_RETURN(pinned_, device_.AllocateHost(upload));
     pinned_bytes_ = upload;
   }
-  bool decode_step = false;  // one row per sequence
   {
     // Laid out as the pass buffers from b.pages on.
     auto at = [&](uint64_t offset) { return static_cast<char*>(pinned_) + (offset - b.pages); };
@@ -573,11 +569,10 @@ absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
       for (uint64_t k = 0; k < used; ++k) page[p++] = cache->table().pages[k];
     }
     page_indptr[batch.size()] = static_cast<int32_t>(p);
-    decode_step = r == S;
   }
   absl::Status status;
   {
-    Pass pass(*this, m, ops, batch, tokens_, positions_per_page, b, logits, decode_step);
+    Pass pass(*this, m, ops, batch, tokens_, positions_per_page, b, logits);
     if (profiling_) {
       ProfiledDecoderOps profiled(device_, stream_->get(), timing_events_, pass);
       status = RunDecoder(c, profiled);

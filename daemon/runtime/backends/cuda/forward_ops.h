@@ -56,12 +56,12 @@ struct PagedKv {
   const int32_t* last_page_length = nullptr;
 
   // Bytes from a page's start to position `slot` (< positions_per_page) of this layer's keys;
-  // the values follow the keys.
-  uint64_t KeyOffset(int64_t slot) const {
+  // the values follow the keys. The one definition of the layout, for the host and the kernels.
+  DF11_HOST_DEVICE uint64_t KeyOffset(int64_t slot) const {
     const uint64_t plane = uint64_t(positions_per_page) * kv_heads * head_dim * 2;
     return 2 * plane * layer + uint64_t(slot) * kv_heads * head_dim * 2;
   }
-  uint64_t ValueOffset(int64_t slot) const {
+  DF11_HOST_DEVICE uint64_t ValueOffset(int64_t slot) const {
     return KeyOffset(slot) + uint64_t(positions_per_page) * kv_heads * head_dim * 2;
   }
 };

@@ -11,6 +11,7 @@
 #include "codec/format.h"
 #include "codec/lane_unit.h"
 #include "codec/tiled_matrix.h"
+#include "daemon/runtime/backends/cuda/device/forward_steps.h"
 
 namespace df11::runtime {
 namespace {
@@ -18,13 +19,7 @@ namespace {
 using format::Bf16ToFloat;
 using format::FloatToBf16;
 
-// The address of position `pos` of row r's sequence in this layer's keys (values when `value`).
-const uint16_t* KvAt(const PagedKv& kv, int64_t r, int64_t pos, bool value) {
-  const uint32_t page = kv.pages[kv.row_first_page[r] + pos / kv.positions_per_page];
-  const int64_t slot = pos % kv.positions_per_page;
-  const uint64_t offset = value ? kv.ValueOffset(slot) : kv.KeyOffset(slot);
-  return reinterpret_cast<const uint16_t*>(kv.pool + uint64_t{page} * kv.page_bytes + offset);
-}
+using cuda::KvAt;  // the address of a row's position in this layer's keys or values
 
 }  // namespace
 
@@ -133,8 +128,8 @@ absl::Status ReferenceForwardOps::WriteKv(const uint16_t* k, const uint16_t* v, 
   const int64_t row = kv.kv_heads * kv.head_dim;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = kv.row_position[r];
-    std::memcpy(const_cast<uint16_t*>(KvAt(kv, r, pos, false)), k + r * row, row * 2);
-    std::memcpy(const_cast<uint16_t*>(KvAt(kv, r, pos, true)), v + r * row, row * 2);
+    std::memcpy(KvAt(kv, r, pos, false), k + r * row, row * 2);
+    std::memcpy(KvAt(kv, r, pos, true), v + r * row, row * 2);
   }
   return absl::OkStatus();
 }

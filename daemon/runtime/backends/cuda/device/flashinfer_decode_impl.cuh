@@ -66,9 +66,10 @@ absl::Status Run(const FlashInferBuffers& b, const std::vector<int64_t>& plan, c
   flashinfer::DecodePlanInfo info;
   info.FromVector(plan);
   // The pool's layout (KvPagePool): a page holds every layer, [layer][keys | values][position]
-  // [kv head][dim]; this layer's keys start 2 * plane into a page and its values one plane later.
-  const uint64_t plane = uint64_t(kv.positions_per_page) * kv.kv_heads * kv.head_dim;
-  auto* keys = reinterpret_cast<__nv_bfloat16*>(kv.pool) + 2 * plane * kv.layer;
+  // [kv head][dim]; this layer's keys start KeyOffset(0) bytes into a page, its values one plane
+  // later.
+  const uint64_t plane = (kv.ValueOffset(0) - kv.KeyOffset(0)) / 2;
+  auto* keys = reinterpret_cast<__nv_bfloat16*>(kv.pool + kv.KeyOffset(0));
   const int64_t strides[3] = {static_cast<int64_t>(kv.page_bytes / 2), kv.kv_heads * kv.head_dim,
                               kv.head_dim};
   flashinfer::paged_kv_t<__nv_bfloat16, int32_t> paged(

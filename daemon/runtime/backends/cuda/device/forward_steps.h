@@ -112,9 +112,7 @@ DF11_HOST_DEVICE void RopeStep(uint16_t* x, int64_t heads, int64_t head_dim,
 DF11_HOST_DEVICE uint16_t* KvAt(const PagedKv& kv, int64_t r, int64_t pos, bool value) {
   const uint32_t page = kv.pages[kv.row_first_page[r] + pos / kv.positions_per_page];
   const int64_t slot = pos % kv.positions_per_page;
-  const uint64_t plane = uint64_t(kv.positions_per_page) * kv.kv_heads * kv.head_dim * 2;
-  const uint64_t offset =
-      2 * plane * kv.layer + uint64_t(slot) * kv.kv_heads * kv.head_dim * 2 + (value ? plane : 0);
+  const uint64_t offset = value ? kv.ValueOffset(slot) : kv.KeyOffset(slot);
   return reinterpret_cast<uint16_t*>(kv.pool + uint64_t{page} * kv.page_bytes + offset);
 }
 
