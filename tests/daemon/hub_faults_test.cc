@@ -213,8 +213,12 @@ TEST(OnDemandWaitTest, AnHttpClientThatLeavesWhileItsModelLoadsFreesItsRequest) 
     close(fd);
     return answer.substr(0, 12);
   };
+  // Looked for until 5 s after the request was sent (its load gives up at 6 s), so that a slow
+  // machine has time to take the request in.
+  const auto sent = std::chrono::steady_clock::now();
   std::string answer;
-  for (int i = 0; i < 100 && answer != "HTTP/1.1 503"; ++i) {
+  while (answer != "HTTP/1.1 503" &&
+         std::chrono::steady_clock::now() - sent < std::chrono::seconds(5)) {
     answer = models();
     if (answer != "HTTP/1.1 503") std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
