@@ -20,6 +20,7 @@ script on a tiny model; dfloat11 needs a GPU).
 import argparse
 import json
 import statistics
+import sys
 import time
 
 
@@ -56,7 +57,7 @@ def run(name, model, args, vocab, torch):
         rows[str(batch)] = {"decode_step_ms": step * 1e3,
                             "decode_tokens_per_second": batch / step,
                             "prefill_seconds": prefill}
-        print(f"{name} batch {batch}: {step * 1e3:.2f} ms per step", flush=True)
+        print(f"{name} batch {batch}: {step * 1e3:.2f} ms per step", file=sys.stderr, flush=True)
     return rows
 
 

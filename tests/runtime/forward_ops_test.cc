@@ -278,7 +278,9 @@ class DeviceForwardOpsTest : public ::testing::Test {
   ReferenceForwardOps reference_;
 };
 
-TEST_F(DeviceForwardOpsTest, LinearNormsRopeAndElementwiseMatchTheReference) {
+// Products with a bias: apart from the other operations, because compute-sanitizer's racecheck
+// stops inside cuBLASLt's bias kernel on an H200 (run-gpu-checks.sh leaves this case out of it).
+TEST_F(DeviceForwardOpsTest, LinearWithBiasMatchesTheReference) {
   ForwardOps& gpu = *device_->forward_ops();
   for (auto [rows, in, out] :
        {std::array<int64_t, 3>{1, 4096, 1024}, {5, 96, 160}, {64, 512, 96}}) {
@@ -292,6 +294,10 @@ TEST_F(DeviceForwardOpsTest, LinearNormsRopeAndElementwiseMatchTheReference) {
         gpu.Linear(Upload(x), Upload(w), Upload(bias), rows, in, out, y, false, stream_));
     ExpectClose(Download(y, rows * out), expected);
   }
+}
+
+TEST_F(DeviceForwardOpsTest, NormsRopeAndActivationsMatchTheReference) {
+  ForwardOps& gpu = *device_->forward_ops();
   const int64_t rows = 6, n = 4096;
   const std::vector<uint16_t> x = RandomBf16(rows * n, 4), w = RandomBf16(n, 5, 0.1f);
   std::vector<uint16_t> expected(rows * n);

@@ -78,6 +78,8 @@ struct Config {
   // Per decode step, from the backend's counters over the last run's steps (a GPU's; zero on the
   // CPU), and the device time of each decoder operation per step from a profiled run.
   double launches_per_step = 0, event_ops_per_step = 0, host_syncs_per_step = 0;
+  // The host's time per step until the step's last launch was issued, beside the step's time.
+  double enqueue_us_per_step = 0, step_us = 0;
   std::map<std::string, runtime::DeviceWork::OpTime> profile;
   int64_t profiled_steps = 0;
 };
@@ -141,9 +143,11 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
   const runtime::DeviceWork before = c.backend->Work();
   start = Clock::now();
   for (int64_t i = 0; i < tokens; ++i) DF11_RETURN_IF_ERROR(DecodeStep(c, s));
-  c.decode_tps.push_back(batch * tokens /
-                         std::chrono::duration<double>(Clock::now() - start).count());
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  c.decode_tps.push_back(batch * tokens / seconds);
   const runtime::DeviceWork after = c.backend->Work();
+  c.step_us = 1e6 * seconds / tokens;
+  c.enqueue_us_per_step = 1e6 * (after.enqueue_seconds - before.enqueue_seconds) / tokens;
   c.launches_per_step = double(after.launches - before.launches) / tokens;
   c.event_ops_per_step = double(after.event_ops - before.event_ops) / tokens;
   c.host_syncs_per_step = double(after.host_syncs - before.host_syncs) / tokens;
@@ -297,6 +301,8 @@ int RunEngineBench(const std::vector<std::string>& argv) {
     d["launches_per_step"] = c.launches_per_step;
     d["event_ops_per_step"] = c.event_ops_per_step;
     d["host_syncs_per_step"] = c.host_syncs_per_step;
+    d["step_us"] = c.step_us;
+    d["enqueue_us_per_step"] = c.enqueue_us_per_step;
     double profiled = 0;
     for (const auto& [name, t] : c.profile) {
       d["profile_us_per_step"][name] = 1e6 * t.seconds / c.profiled_steps;
@@ -322,8 +328,11 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   }
   for (const Config& c : configs) {
     if (device_name == "cpu") continue;
-    std::printf("%s per decode step: %.0f launches, %.0f event operations, %.1f host waits\n",
-                c.name.c_str(), c.launches_per_step, c.event_ops_per_step, c.host_syncs_per_step);
+    std::printf(
+        "%s per decode step: %.0f launches, %.0f event operations, %.1f host waits; %.0f us, "
+        "%.0f us of it until the last launch was issued\n",
+        c.name.c_str(), c.launches_per_step, c.event_ops_per_step, c.host_syncs_per_step, c.step_us,
+        c.enqueue_us_per_step);
     for (const auto& [name, t] : c.profile) {
       std::printf("  %-44s %9.1f us  (%g calls)\n", name.c_str(),
                   1e6 * t.seconds / c.profiled_steps, double(t.calls) / c.profiled_steps);

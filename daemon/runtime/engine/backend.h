@@ -82,12 +82,15 @@ struct BackendMemory {
 
 // The device work a backend has issued since it was made (none on the CPU), to count what a
 // forward step costs: launches (kernels, copies, memsets; a library's product counts one), event
-// operations (records, waits) and the host's waits for the device; and, while profiling is on,
-// the device time of each decoder operation.
+// operations (records, waits) and the host's waits for the device; the host's time from each
+// pass's start until its last launch was issued (near the pass's whole time when the device waits
+// for the host, not the host for the device); and, while profiling is on, the device time of each
+// decoder operation.
 struct DeviceWork {
   uint64_t launches = 0;
   uint64_t event_ops = 0;
   uint64_t host_syncs = 0;
+  double enqueue_seconds = 0;
   struct OpTime {
     double seconds = 0;
     uint64_t calls = 0;

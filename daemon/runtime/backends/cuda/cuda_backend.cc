@@ -356,6 +356,7 @@ DeviceWork CudaBackend::Work() const {
   return DeviceWork{.launches = c.launches,
                     .event_ops = c.event_ops,
                     .host_syncs = c.host_syncs,
+                    .enqueue_seconds = runner_->enqueue_seconds(),
                     .ops = runner_->profile()};
 }
 

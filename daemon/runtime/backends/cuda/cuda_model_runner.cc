@@ -359,6 +359,10 @@ class CudaModelRunner::Pass final : public DecoderOps {
         DF11_RETURN_IF_ERROR(ops_.SoftCap(out, S * V, c_.final_logit_softcap, stream_));
       }
       DF11_RETURN_IF_ERROR(b_.device_.Record(b_.queue_.free(head_buffer), stream_));
+      // Every launch of the pass is issued; the copy into pageable memory waits for them.
+      b_.enqueue_nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - b_.pass_start_)
+                                     .count();
       DF11_RETURN_IF_ERROR(b_.device_.CopyAsync(logits_.data(), out, S * V * 4, stream_));
       // The fused lane products' error flag, back with the logits (RunPass reads it).
       if (short_pass_ && m_.lane_workspace_bytes() > 0) {
@@ -473,6 +477,7 @@ std::map<std::string, DeviceWork::OpTime> CudaModelRunner::profile() const {
 absl::Status CudaModelRunner::RunPass(const CudaPlacedModel& m, ForwardOps& ops,
                                       std::span<const SequenceStep> batch,
                                       std::span<float> logits) {
+  pass_start_ = std::chrono::steady_clock::now();
   const ModelConfig& c = m.config();
   const int64_t H = c.hidden_size, V = c.vocab_size;
   const int64_t S = static_cast<int64_t>(batch.size());

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,6 +56,8 @@ class CudaModelRunner {
   // Device time per decoder operation, summed over the passes run while profiling was on.
   void SetProfiling(bool on) { profiling_ = on; }
   std::map<std::string, DeviceWork::OpTime> profile() const ABSL_LOCKS_EXCLUDED(profile_mu_);
+  // The host's time from each pass's start until its logits' copy was issued, summed.
+  double enqueue_seconds() const { return enqueue_nanoseconds_.load() * 1e-9; }
 
   // Backend::Forward for a batch already checked (the caches are this backend's, with room; the
   // tokens are in the vocabulary), with `ops`.
@@ -120,6 +123,8 @@ class CudaModelRunner {
   void* pinned_ = nullptr;
   uint64_t pinned_bytes_ = 0;
   std::atomic<bool> profiling_{false};
+  std::atomic<uint64_t> enqueue_nanoseconds_{0};
+  std::chrono::steady_clock::time_point pass_start_;         // under mu_
   std::vector<std::unique_ptr<DeviceEvent>> timing_events_;  // profiling's, under mu_
   mutable absl::Mutex profile_mu_;
   std::map<std::string, DeviceWork::OpTime> profile_ ABSL_GUARDED_BY(profile_mu_);

@@ -427,7 +427,13 @@ absl::Status CheckKernelImage(const std::string& device) {
   cudaFuncAttributes attributes{};
   const cudaError_t e = cudaFuncGetAttributes(&attributes, AddKernel);
   if (e == cudaSuccess) return absl::OkStatus();
-  cudaGetLastError();  // not sticky: clear it
+  cudaGetLastError();  // clears a non-sticky error
+  if (e != cudaErrorNoKernelImageForDevice && e != cudaErrorInvalidDeviceFunction) {
+    // Any other error (a device a fault has left unusable, an out-of-memory) is not a missing
+    // architecture: say what it is.
+    return absl::InternalError(
+        absl::StrCat(device, ": cudaFuncGetAttributes failed: ", cudaGetErrorString(e)));
+  }
   int index = 0, major = 0, minor = 0;
   cudaGetDevice(&index);
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index);
