@@ -112,6 +112,24 @@ MODELS = {
                                          short_factor=[1.0, 1.1, 1.3, 1.7, 2.2, 3.0],
                                          long_factor=[1.0, 1.5, 2.5, 4.0, 6.0, 9.0]),
                     bos_token_id=1, eos_token_id=2, pad_token_id=0)),
+    # Heads of 128 and 256, the sizes FlashInfer's decode is built for (the others go to the
+    # project's kernel): Qwen3 with 4 query heads per KV head, and Gemma 2 with 2, alternating
+    # sliding (the project's kernel) and global layers, soft-capped.
+    "qwen3_h128": dict(
+        cls="Qwen3ForCausalLM", config_cls="Qwen3Config",
+        config=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=1, head_dim=128, vocab_size=300,
+                    max_position_embeddings=256, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                    rope_theta=1000000.0, use_sliding_window=False,
+                    bos_token_id=1, eos_token_id=2)),
+    "gemma2_h256": dict(
+        cls="Gemma2ForCausalLM", config_cls="Gemma2Config", attn_implementation="eager",
+        config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=2, num_key_value_heads=1, head_dim=256, vocab_size=270,
+                    max_position_embeddings=256, rms_norm_eps=1e-6, query_pre_attn_scalar=256,
+                    sliding_window=4, rope_theta=10000.0, attn_logit_softcapping=0.05,
+                    final_logit_softcapping=0.3, bos_token_id=2, eos_token_id=1,
+                    pad_token_id=0)),
 }
 
 PROMPTS = [[5], [3, 17, 42, 7, 99], [11, 250, 12, 13, 14, 15, 16, 200, 201, 3, 4, 5, 6, 7, 8, 9, 10]]

@@ -601,6 +601,9 @@ TEST_P(CudaForwardTest, GivesTransformersLogitsAloneAndBatched) {
       SequenceStep decode{cache.get(), std::span(&next, 1)};
       DF11_ASSERT_OK(backend->Forward(*model, std::span(&decode, 1), logits));
       EXPECT_EQ(cache->length(), static_cast<int64_t>(prompts.back().size()) + 1);
+      // The decode step's attention (FlashInfer's for heads of 128 and 256 on a GPU) gives
+      // transformers' next greedy token.
+      EXPECT_EQ(Argmax(logits), c["greedy"][1].get<int32_t>()) << "the decode step's token";
       alone.push_back(logits);
       caches.push_back(std::move(cache));
     }
@@ -614,6 +617,8 @@ TEST_P(CudaForwardTest, GivesTransformersLogitsAloneAndBatched) {
     }
     std::vector<float> logits(steps.size() * V);
     DF11_ASSERT_OK(backend->Forward(*model, steps, logits));
+    size_t batched_rows = 0;
+    for (const auto& p : prompts) batched_rows += p.size();
     std::vector<int32_t> next(steps.size());
     for (size_t i = 0; i < steps.size(); ++i) {
       next[i] = Argmax(std::span(logits).subspan(i * V, V));
@@ -622,22 +627,33 @@ TEST_P(CudaForwardTest, GivesTransformersLogitsAloneAndBatched) {
     DF11_ASSERT_OK(backend->Forward(*model, steps, logits));
     for (size_t i = 0; i < steps.size(); ++i) {
       const std::span<const float> mine = std::span(logits).subspan(i * V, V);
-      if (emulated_ != nullptr) {
+      // The emulated device's passes agree bit for bit, and a GPU's within 1e-3, except where a
+      // sequence's prompt went through the fused lane-stream product alone (a short pass) and
+      // through decoded weights in the batch (a long one): the two sum in different orders, and
+      // the differences, rounded into BF16 activations, take the bound used against transformers.
+      const bool same_products = layout == CudaBackend::GpuLayout::kTiled ||
+                                 backend->lane_units(*model) == 0 ||
+                                 (prompts[i].size() > ForwardOps::kMaxTiledRows) ==
+                                     (batched_rows > ForwardOps::kMaxTiledRows);
+      const std::vector<double> reference(alone[i].begin(), alone[i].end());
+      if (!same_products) {
+        EXPECT_LE(RelativeL2(mine, reference), 2e-2) << "sequence " << i;
+      } else if (emulated_ != nullptr) {
         EXPECT_TRUE(std::equal(mine.begin(), mine.end(), alone[i].begin())) << "sequence " << i;
       } else {
-        EXPECT_LE(RelativeL2(mine, std::vector<double>(alone[i].begin(), alone[i].end())), 1e-3);
+        EXPECT_LE(RelativeL2(mine, reference), 1e-3) << "sequence " << i;
       }
     }
     ExpectEveryByteAccounted(*backend, {model.get()});
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Architectures, CudaForwardTest,
-    ::testing::Combine(::testing::Values("llama3", "qwen2", "qwen3", "mistral", "gemma2", "gemma3",
-                                         "gemma3_mm", "phi3"),
-                       ::testing::Values(CudaBackend::GpuLayout::kTiled,
-                                         CudaBackend::GpuLayout::kLane)));
+INSTANTIATE_TEST_SUITE_P(Architectures, CudaForwardTest,
+                         ::testing::Combine(::testing::Values("llama3", "qwen2", "qwen3", "mistral",
+                                                              "gemma2", "gemma3", "gemma3_mm",
+                                                              "phi3", "qwen3_h128", "gemma2_h256"),
+                                            ::testing::Values(CudaBackend::GpuLayout::kTiled,
+                                                              CudaBackend::GpuLayout::kLane)));
 
 // The lane-stream layout on a model whose rows the fused product takes (multiples of 256): long
 // passes decode its units into scratch and give what DF11's layout gives, bit for bit; short

@@ -143,7 +143,8 @@ TEST_P(EngineGoldenTest, BatchedSequencesMatchSingleSequences) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, EngineGoldenTest,
                          ::testing::Values("llama3", "qwen2", "qwen3", "mistral", "gemma3",
-                                           "gemma2", "gemma3_mm", "phi3"));
+                                           "gemma2", "gemma3_mm", "phi3", "qwen3_h128",
+                                           "gemma2_h256"));
 
 TEST(CpuBackendTest, RejectsBadSteps) {
   DF11_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> model,
