@@ -252,6 +252,9 @@ for f in "$out"/engine_bench_b*.json "$out"/engine_bench_decoded_b*.json "$out"/
 import json, sys
 r = json.load(open(sys.argv[1]))
 c = r["configs"]
+if "device_rates" in r and r["batch"] == 1:
+    d = r["device_rates"]
+    print(f"device: reads {d['read_gbps']:.0f} GB/s, BF16 products {d['bf16_matmul_tflops']:.0f} TFLOP/s")
 if "bf16" in c:
     print(f"engine batch {r['batch']}: decode tok/s bf16 {c['bf16']['decode_tokens_per_second']:.1f},"
           f" df11 {c['df11']['decode_tokens_per_second']:.1f}"
@@ -268,6 +271,11 @@ for name, d in c.items():
           f" {d['host_syncs_per_step']:.1f} host waits per step; {d.get('step_us', 0):.0f} us a step,"
           f" {d.get('enqueue_us_per_step', 0):.0f} us of it issuing; profiled"
           f" {d.get('profiled_us_per_step', 0):.0f} us: " + ", ".join(f"{k} {v:.0f}" for k, v in top))
+    if "roofline_step_us" in d:
+        print(f"    roofline {d['roofline_step_us']:.0f} us: the step reaches"
+              f" {100 * d['step_vs_roofline']:.0f}% of it (BF16 target 85%);"
+              f" attention {d.get('attention_tflops', 0):.2f} TFLOP/s,"
+              f" {100 * d.get('attention_share', 0):.0f}% of the step")
 PY
 done
 if [[ -s $out/reference_engines.json ]]; then

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
 #include "daemon/runtime/engine/model.h"
@@ -18,6 +20,7 @@
 #include "tools/df11/cli.h"
 #include "tools/df11/commands.h"
 #include "tools/df11/device_backend.h"
+#include "tools/df11/device_rates.h"
 
 namespace df11::tool {
 namespace {
@@ -34,7 +37,13 @@ machine's speed hits all of them alike; the ratios df11/bf16 are the result to q
 model's resident bytes (DF11: compressed units + passthrough tensors), the backend's scratch, the
 KV cache, and the process's peak RSS. On a GPU also, per decode step: kernel launches and copies,
 event operations and host waits (the device's counters), and each decoder operation's device time
-from 8 more steps timed with events (profile_us_per_step).
+from 8 more steps timed with events (profile_us_per_step). And the step against the GPU's
+ceilings, measured first in the same run (device_rates): the rate of a kernel that only reads a
+buffer much larger than L2, and cuBLAS's BF16 product rate at 8192^3. roofline_step_us is the
+bytes a decode step must read (the model's resident bytes and the KV positions attended, at the
+timed steps' mean length) at that read rate, step_vs_roofline that over the step's time;
+attention_tflops counts 4 x head_dim FLOPs per head and position attended over the profiled
+attention time, and attention_share is that time's share of the profiled step.
 
   --prompt-tokens N   prompt length (default 128)
   --tokens N          decoded tokens per sequence and run (default 16)
@@ -83,6 +92,17 @@ struct Config {
   std::map<std::string, runtime::DeviceWork::OpTime> profile;
   int64_t profiled_steps = 0;
 };
+
+// The key and value positions one decode step of `batch` sequences of `positions` positions
+// attends to, summed over the layers (a sliding layer's at most its window).
+double PositionsAttended(const runtime::ModelConfig& mc, int64_t batch, double positions) {
+  double sum = 0;
+  for (int64_t l = 0; l < mc.num_layers; ++l) {
+    const int64_t window = mc.SlidingWindow(l);
+    sum += window > 0 ? std::min<double>(positions, window) : positions;
+  }
+  return batch * sum;
+}
 
 // `batch` sequences of one prompt, with room for `tokens` more each: their caches, their last
 // logits, and the steps that feed each its argmax.
@@ -208,6 +228,17 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   // The configurations' backends: one for each on the CPU (the sequential one differs); on a
   // GPU one backend holds both models.
   const std::string device_name = args->Get("device").value_or("cpu");
+  // The GPU's ceilings, before the backend takes its memory.
+  std::optional<DeviceRates> rates;
+#ifdef DF11_HAVE_CUDA
+  if (int index = 0; device_name.rfind("cuda:", 0) == 0 &&
+                     absl::SimpleAtoi(device_name.substr(5), &index) && index >= 0) {
+    if (!json) std::fprintf(stderr, "measuring %s's read and product rates\n", device_name.c_str());
+    absl::StatusOr<DeviceRates> measured = MeasureDeviceRates(index);
+    if (!measured.ok()) return Fail("engine-bench", measured.status());
+    rates = *measured;
+  }
+#endif
   std::vector<DeviceBackend> backends;
   auto backend_for = [&](bool overlap) -> absl::StatusOr<runtime::Backend*> {
     if (device_name != "cpu" && !backends.empty()) return backends.front().backend.get();
@@ -290,6 +321,15 @@ int RunEngineBench(const std::vector<std::string>& argv) {
                         {"hidden_size", mc.hidden_size},
                         {"vocab_size", mc.vocab_size},
                         {"peak_rss_bytes", PeakRssBytes()}};
+  if (rates.has_value()) {
+    out["device_rates"] = {{"read_gbps", rates->read_gbps},
+                           {"read_bytes", rates->read_bytes},
+                           {"bf16_matmul_tflops", rates->bf16_matmul_tflops},
+                           {"matmul_size", rates->matmul_size}};
+  }
+  // A decode step's bytes of KV per position attended, and FLOPs of attention.
+  const double kv_bytes_per_position = 2.0 * mc.num_kv_heads * mc.head_dim * 2;
+  const double flops_per_position = 4.0 * mc.num_heads * mc.head_dim;
   for (const Config& c : configs) {
     out["configs"][c.name] = {{"prefill_tokens_per_second", Median(c.prefill_tps)},
                               {"decode_tokens_per_second", Median(c.decode_tps)},
@@ -310,6 +350,25 @@ int RunEngineBench(const std::vector<std::string>& argv) {
       profiled += t.seconds;
     }
     d["profiled_us_per_step"] = 1e6 * profiled / std::max<int64_t>(1, c.profiled_steps);
+    if (rates.has_value() && rates->read_gbps > 0) {
+      // The timed steps attend, on average, to the prompt and half the decoded tokens (and
+      // their own).
+      const double kv = kv_bytes_per_position *
+                        PositionsAttended(mc, *batch, *prompt_tokens + (*tokens + 1) / 2.0);
+      const double bytes = static_cast<double>(c.model->resident_bytes()) + kv;
+      d["bytes_per_step"] = bytes;
+      d["roofline_step_us"] = bytes / (rates->read_gbps * 1e3);
+      d["step_vs_roofline"] = bytes / (rates->read_gbps * 1e3) / c.step_us;
+    }
+    if (auto it = c.profile.find("attention"); it != c.profile.end() && it->second.seconds > 0) {
+      // The profiled steps: positions prompt + 1 to prompt + 8.
+      const double flops =
+          flops_per_position *
+          PositionsAttended(mc, *batch, *prompt_tokens + (c.profiled_steps + 1) / 2.0) *
+          c.profiled_steps;
+      d["attention_tflops"] = flops / it->second.seconds / 1e12;
+      d["attention_share"] = it->second.seconds / std::max(profiled, 1e-12);
+    }
   }
   if (bf16 != nullptr && df11 != nullptr) {
     const auto& cfg = out["configs"];
@@ -337,6 +396,22 @@ int RunEngineBench(const std::vector<std::string>& argv) {
       std::printf("  %-44s %9.1f us  (%g calls)\n", name.c_str(),
                   1e6 * t.seconds / c.profiled_steps, double(t.calls) / c.profiled_steps);
     }
+    const nlohmann::json& d = out["configs"][c.name];
+    if (d.contains("roofline_step_us")) {
+      std::printf("  roofline %.0f us (%s at %.0f GB/s): the step reaches %.0f%% of it\n",
+                  d["roofline_step_us"].get<double>(),
+                  HumanBytes(static_cast<uint64_t>(d["bytes_per_step"].get<double>())).c_str(),
+                  rates->read_gbps, 100 * d["step_vs_roofline"].get<double>());
+    }
+    if (d.contains("attention_tflops")) {
+      std::printf("  attention %.2f TFLOP/s, %.0f%% of the profiled step\n",
+                  d["attention_tflops"].get<double>(), 100 * d["attention_share"].get<double>());
+    }
+  }
+  if (rates.has_value()) {
+    std::printf("%s: reads %.0f GB/s (%s), BF16 products %.0f TFLOP/s (%lld^3)\n",
+                device_name.c_str(), rates->read_gbps, HumanBytes(rates->read_bytes).c_str(),
+                rates->bf16_matmul_tflops, static_cast<long long>(rates->matmul_size));
   }
   std::printf("%-16s %14s %14s %12s %12s %12s\n", "config", "prefill tok/s", "decode tok/s",
               "model", "scratch", "KV cache");
