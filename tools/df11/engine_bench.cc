@@ -38,7 +38,7 @@ model's resident bytes (DF11: compressed units + passthrough tensors), the backe
 KV cache, and the process's peak RSS. On a GPU also, per decode step: kernel launches and copies,
 event operations and host waits (the device's counters), and each decoder operation's device time
 from 8 more steps timed with events (profile_us_per_step). And the step against the GPU's
-ceilings, measured first in the same run (device_rates): the rate of a kernel that only reads a
+ceilings, measured in the same run once the models are unloaded (device_rates): the rate of a kernel that only reads a
 buffer much larger than L2, and cuBLAS's BF16 product rate at 8192^3. roofline_step_us is the
 bytes a decode step must read (the model's resident bytes and the KV positions attended, at the
 timed steps' mean length) at that read rate, step_vs_roofline that over the step's time;
@@ -91,6 +91,8 @@ struct Config {
   double enqueue_us_per_step = 0, step_us = 0;
   std::map<std::string, runtime::DeviceWork::OpTime> profile;
   int64_t profiled_steps = 0;
+  // Kept for the report (a GPU's models are unloaded before it).
+  uint64_t resident_bytes = 0, scratch_bytes = 0;
 };
 
 // The key and value positions one decode step of `batch` sequences of `positions` positions
@@ -228,17 +230,6 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   // The configurations' backends: one for each on the CPU (the sequential one differs); on a
   // GPU one backend holds both models.
   const std::string device_name = args->Get("device").value_or("cpu");
-  // The GPU's ceilings, before the backend takes its memory.
-  std::optional<DeviceRates> rates;
-#ifdef DF11_HAVE_CUDA
-  if (int index = 0; device_name.rfind("cuda:", 0) == 0 &&
-                     absl::SimpleAtoi(device_name.substr(5), &index) && index >= 0) {
-    if (!json) std::fprintf(stderr, "measuring %s's read and product rates\n", device_name.c_str());
-    absl::StatusOr<DeviceRates> measured = MeasureDeviceRates(index);
-    if (!measured.ok()) return Fail("engine-bench", measured.status());
-    rates = *measured;
-  }
-#endif
   std::vector<DeviceBackend> backends;
   auto backend_for = [&](bool overlap) -> absl::StatusOr<runtime::Backend*> {
     if (device_name != "cpu" && !backends.empty()) return backends.front().backend.get();
@@ -280,7 +271,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
       configs.push_back({"df11-sequential", df11.get(), *sequential});
     }
   }
-  const runtime::ModelConfig& mc = configs.front().model->config();
+  const runtime::ModelConfig mc = configs.front().model->config();
   if (bf16 != nullptr && df11 != nullptr &&
       (bf16->config().vocab_size != df11->config().vocab_size ||
        bf16->config().num_layers != df11->config().num_layers)) {
@@ -308,8 +299,33 @@ int RunEngineBench(const std::vector<std::string>& argv) {
       if (absl::Status s = Profile(c, prompt, *batch); !s.ok()) return Fail("engine-bench", s);
     }
   }
+  // What the report needs of the models and backends, before a GPU's are freed.
+  for (Config& c : configs) {
+    c.resident_bytes = c.model->resident_bytes();
+    c.scratch_bytes = c.backend->Memory().scratch;
+  }
+  const std::string device_description = backends.front().description;
+  const bool both = bf16 != nullptr && df11 != nullptr;
+  // The GPU's ceilings, measured with the models unloaded and the arena freed.
+  std::optional<DeviceRates> rates;
+#ifdef DF11_HAVE_CUDA
+  if (int index = 0; device_name.rfind("cuda:", 0) == 0 &&
+                     absl::SimpleAtoi(device_name.substr(5), &index) && index >= 0) {
+    for (Config& c : configs) {
+      c.model = nullptr;
+      c.backend = nullptr;
+    }
+    bf16.reset();
+    df11.reset();
+    backends.clear();
+    if (!json) std::fprintf(stderr, "measuring %s's read and product rates\n", device_name.c_str());
+    absl::StatusOr<DeviceRates> measured = MeasureDeviceRates(index);
+    if (!measured.ok()) return Fail("engine-bench", measured.status());
+    rates = *measured;
+  }
+#endif
 
-  nlohmann::json out = {{"device", backends.front().description},
+  nlohmann::json out = {{"device", device_description},
                         {"threads", n_threads},
                         {"prompt_tokens", *prompt_tokens},
                         {"decode_tokens", *tokens},
@@ -333,8 +349,8 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   for (const Config& c : configs) {
     out["configs"][c.name] = {{"prefill_tokens_per_second", Median(c.prefill_tps)},
                               {"decode_tokens_per_second", Median(c.decode_tps)},
-                              {"model_resident_bytes", c.model->resident_bytes()},
-                              {"scratch_bytes", c.backend->Memory().scratch},
+                              {"model_resident_bytes", c.resident_bytes},
+                              {"scratch_bytes", c.scratch_bytes},
                               {"kv_cache_bytes", c.kv_bytes}};
     if (device_name == "cpu") continue;
     nlohmann::json& d = out["configs"][c.name];
@@ -355,7 +371,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
       // their own).
       const double kv = kv_bytes_per_position *
                         PositionsAttended(mc, *batch, *prompt_tokens + (*tokens + 1) / 2.0);
-      const double bytes = static_cast<double>(c.model->resident_bytes()) + kv;
+      const double bytes = static_cast<double>(c.resident_bytes) + kv;
       d["bytes_per_step"] = bytes;
       d["roofline_step_us"] = bytes / (rates->read_gbps * 1e3);
       d["step_vs_roofline"] = bytes / (rates->read_gbps * 1e3) / c.step_us;
@@ -370,7 +386,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
       d["attention_share"] = it->second.seconds / std::max(profiled, 1e-12);
     }
   }
-  if (bf16 != nullptr && df11 != nullptr) {
+  if (both) {
     const auto& cfg = out["configs"];
     for (const char* name : {"df11", "df11-sequential"}) {
       if (!cfg.contains(name)) continue;
@@ -417,8 +433,8 @@ int RunEngineBench(const std::vector<std::string>& argv) {
               "model", "scratch", "KV cache");
   for (const Config& c : configs) {
     std::printf("%-16s %14.1f %14.2f %12s %12s %12s\n", c.name.c_str(), Median(c.prefill_tps),
-                Median(c.decode_tps), HumanBytes(c.model->resident_bytes()).c_str(),
-                HumanBytes(c.backend->Memory().scratch).c_str(), HumanBytes(c.kv_bytes).c_str());
+                Median(c.decode_tps), HumanBytes(c.resident_bytes).c_str(),
+                HumanBytes(c.scratch_bytes).c_str(), HumanBytes(c.kv_bytes).c_str());
   }
   if (out.contains("ratios")) {
     for (const char* name : {"df11", "df11-sequential"}) {
