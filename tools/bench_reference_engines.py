@@ -6,7 +6,8 @@ the same random prompt on the same GPU.
 For each engine and each --batch size: one prefill of --prompt-tokens random tokens per sequence
 (batched), then --tokens greedy decode steps of the whole batch, each step timed after
 torch.cuda.synchronize(). Prints one JSON object: per engine and batch, the median decode step in
-ms, decode tokens/s (all sequences), and the prefill in s.
+ms, decode tokens/s (all sequences), and the prefill in s. With --out FILE the object goes to
+FILE instead, rewritten after each engine, so that a run stopped in the second keeps the first.
 
     # on the GPU machine (transformers, torch; the dfloat11 wheel and its dahuffman dependency
     # carried as wheels when missing):
@@ -19,6 +20,7 @@ script on a tiny model; dfloat11 needs a GPU).
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -61,6 +63,15 @@ def run(name, model, args, vocab, torch):
     return rows
 
 
+def save(result, path):
+    """Writes the results so far to `path` (none: nothing until the end)."""
+    if path:
+        with open(path + ".tmp", "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+        os.replace(path + ".tmp", path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bf16", required=True, help="the BF16 model directory")
@@ -69,6 +80,7 @@ def main():
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--out", help="write the JSON here, after each engine")
     args = parser.parse_args()
     args.batch = [int(b) for b in args.batch.split(",")]
 
@@ -84,6 +96,7 @@ def main():
         args.bf16, dtype=torch.bfloat16).to(args.device).eval()
     vocab = model.config.get_text_config().vocab_size
     result["engines"]["transformers-bf16"] = run("transformers-bf16", model, args, vocab, torch)
+    save(result, args.out)
     del model
     if args.df11:
         if not args.device.startswith("cuda"):
@@ -97,7 +110,9 @@ def main():
         result["dfloat11_vs_bf16"] = {
             b: row["decode_tokens_per_second"] / base[b]["decode_tokens_per_second"]
             for b, row in result["engines"]["dfloat11"].items()}
-    print(json.dumps(result, indent=1))
+    save(result, args.out)
+    if not args.out:
+        print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

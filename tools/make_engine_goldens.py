@@ -114,7 +114,9 @@ MODELS = {
                     bos_token_id=1, eos_token_id=2, pad_token_id=0)),
     # Heads of 128 and 256, the sizes FlashInfer's decode is built for (the others go to the
     # project's kernel): Qwen3 with 4 query heads per KV head, and Gemma 2 with 2, alternating
-    # sliding (the project's kernel) and global layers, soft-capped.
+    # sliding (the project's kernel) and global layers, soft-capped. Gemma 2's seed is one whose
+    # first two greedy tokens lead their runners-up by at least 1 % of the logits' range (the
+    # default's led by 0.4 %, a margin a GPU's BF16 activations may cross).
     "qwen3_h128": dict(
         cls="Qwen3ForCausalLM", config_cls="Qwen3Config",
         config=dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
@@ -129,7 +131,8 @@ MODELS = {
                     max_position_embeddings=256, rms_norm_eps=1e-6, query_pre_attn_scalar=256,
                     sliding_window=4, rope_theta=10000.0, attn_logit_softcapping=0.05,
                     final_logit_softcapping=0.3, bos_token_id=2, eos_token_id=1,
-                    pad_token_id=0)),
+                    pad_token_id=0),
+        seed=2004),
 }
 
 PROMPTS = [[5], [3, 17, 42, 7, 99], [11, 250, 12, 13, 14, 15, 16, 200, 201, 3, 4, 5, 6, 7, 8, 9, 10]]
@@ -181,7 +184,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     result = {"transformers": transformers.__version__, "torch": torch.__version__, "models": {}}
     for i, (name, spec) in enumerate(MODELS.items()):
-        path = build(name, spec, args.out, seed=1234 + i)
+        path = build(name, spec, args.out, seed=spec.get("seed", 1234 + i))
         result["models"][name] = goldens(path, spec)
     with open(os.path.join(args.out, "goldens.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -17,9 +17,10 @@
 #              and the decoders; racecheck and synccheck on the forward operations and the tiled
 #              kernels, racecheck on the DF11 decoder
 #   gemv       df11 gemv-bench: the fused decode + product against cuBLAS on Qwen3-8B's shapes
-#   forward    df11 engine-bench --device cuda:0 on a Qwen3-8B-shaped model (DF11 against BF16,
-#              batch 1, 8, 64, 2, 4, 256; DF11 with fused_max_rows 0 at batch 1 and 8), and
-#              tools/bench_reference_engines.py (transformers, dfloat11)
+#   forward    df11 engine-bench --device cuda:0 on a Qwen3-8B-shaped model, DF11 against BF16 at
+#              batch 1 and 8; tools/bench_reference_engines.py (transformers, dfloat11) at the
+#              same batches; DF11 against BF16 at batch 64, 2, 4, 256; DF11 with fused_max_rows 0
+#              at batch 1 and 8; the lane-stream layout at batch 1, 8 and 64
 #   bench      df11 gpu-bench (the decoders against a device copy); df11 gpu-load-bench on the
 #              Qwen3-8B-shaped model (load against the host-to-device copy, per-layer decode,
 #              models per budget, DF11 and BF16)
@@ -41,7 +42,7 @@ while [[ $# -gt 0 ]]; do
     --checks) checks=$2; shift 2;;
     --budget) budget=$2; shift 2;;
     --work) work=$2; shift 2;;
-    *) sed -n 2,30p "$0"; exit 2;;
+    *) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 2;;
   esac
 done
 wants() { [[ $only == all || ,$only, == *,$1,* ]]; }
@@ -189,9 +190,9 @@ if wants forward && wait_for_model; then
       export PYTHONPATH=$work/pylib${PYTHONPATH:+:$PYTHONPATH}
   fi
   # The engine on the GPU, DF11 against BF16 in one run (prompt 512; 128 tokens up to batch 8,
-  # 32 at 64 and 256, whose KV caches take 7 and 29 GB); DF11 with every step decoding into
-  # scratch (fused_max_rows 0) at batch 1 and 8; then transformers and the official dfloat11
-  # package on the same weights. The batches most asked about come first.
+  # 32 at 64 and 256, whose KV caches take 7 and 29 GB), the batches most asked about first, with
+  # transformers and the official dfloat11 package on the same weights right after them; DF11
+  # with every step decoding into scratch (fused_max_rows 0) at batch 1 and 8.
   # engine_bench NAME BATCH ARGS...: one run of the engine into $out/NAME.json.
   engine_bench() {
     local name=$1 b=$2
@@ -202,7 +203,7 @@ if wants forward && wait_for_model; then
   }
   for b in 1 8; do engine_bench "engine_bench_b$b" "$b" --bf16 "'$m'"; done
   run reference_engines sh -c "python3 '$here/tools/bench_reference_engines.py' --bf16 '$m' \
-    --df11 '$m-df11' --batch 1,8 --prompt-tokens 512 --tokens 64 > '$out/reference_engines.json'"
+    --df11 '$m-df11' --batch 1,8 --prompt-tokens 512 --tokens 64 --out '$out/reference_engines.json'"
   for b in 64 2 4 256; do engine_bench "engine_bench_b$b" "$b" --bf16 "'$m'"; done
   for b in 1 8; do engine_bench "engine_bench_decoded_b$b" "$b" --fused-max-rows 0; done
   # The lane-stream layout (decoder v3) in the engine: its fused product at batch 1 and 8, its

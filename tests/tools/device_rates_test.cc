@@ -32,10 +32,11 @@ TEST(DeviceRatesTest, SumOfIndicesIsTheSumOfEveryIndexModulo2To32) {
     EXPECT_EQ(SumOfIndices(n), sum) << n;
     sum += static_cast<uint32_t>(n);
   }
-  // A 1 GiB buffer's 2^28 words: the sum wraps.
+  // A 1 GiB buffer's 2^28 words (and one more): the sum wraps.
   const uint64_t n = uint64_t{1} << 28;
-  EXPECT_EQ(SumOfIndices(n), static_cast<uint32_t>((n / 2) * (n - 1)));
-  EXPECT_EQ(SumOfIndices(n + 1), static_cast<uint32_t>(SumOfIndices(n) + n));
+  for (uint64_t i = 1000; i < n; ++i) sum += static_cast<uint32_t>(i);
+  EXPECT_EQ(SumOfIndices(n), sum);
+  EXPECT_EQ(SumOfIndices(n + 1), static_cast<uint32_t>(sum + n));
 }
 
 TEST(DeviceRatesTest, TheThreadsSumsAddUpToTheBuffersSum) {

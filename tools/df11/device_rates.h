@@ -21,7 +21,8 @@ struct DeviceRates {
   int64_t matmul_size = 0;        // n
 };
 
-// Allocates what it measures with (about 1.4 GiB at most) and frees it before returning.
+// Allocates what it measures with (the read buffer, max(1 GiB, 16 x L2), then the product's
+// 3 x 128 MiB and cuBLAS's workspace) and frees it before returning.
 absl::StatusOr<DeviceRates> MeasureDeviceRates(int device);
 
 // 16 bytes, loaded as one vector.

@@ -38,10 +38,11 @@ model's resident bytes (DF11: compressed units + passthrough tensors), the backe
 KV cache, and the process's peak RSS. On a GPU also, per decode step: kernel launches and copies,
 event operations and host waits (the device's counters), and each decoder operation's device time
 from 8 more steps timed with events (profile_us_per_step). And the step against the GPU's
-ceilings, measured in the same run once the models are unloaded (device_rates): the rate of a kernel that only reads a
-buffer much larger than L2, and cuBLAS's BF16 product rate at 8192^3. roofline_step_us is the
-bytes a decode step must read (the model's resident bytes and the KV positions attended, at the
-timed steps' mean length) at that read rate, step_vs_roofline that over the step's time;
+ceilings, measured in the same run once the models are unloaded (device_rates): the rate of a
+kernel that only reads a buffer much larger than L2, and cuBLAS's BF16 product rate at 8192^3.
+roofline_step_us is the bytes a decode step must read (the model's resident bytes, an untied
+embedding table's included though a step reads a few of its rows, and the KV positions attended
+at the timed steps' mean length) at that read rate, step_vs_roofline that over the step's time;
 attention_tflops counts 4 x head_dim FLOPs per head and position attended over the profiled
 attention time, and attention_share is that time's share of the profiled step.
 
@@ -87,7 +88,8 @@ struct Config {
   // Per decode step, from the backend's counters over the last run's steps (a GPU's; zero on the
   // CPU), and the device time of each decoder operation per step from a profiled run.
   double launches_per_step = 0, event_ops_per_step = 0, host_syncs_per_step = 0;
-  // The host's time per step until the step's last launch was issued, beside the step's time.
+  // The host's time per step until the step's last launch was issued (the last run's), beside
+  // the step's time (the runs' median).
   double enqueue_us_per_step = 0, step_us = 0;
   std::map<std::string, runtime::DeviceWork::OpTime> profile;
   int64_t profiled_steps = 0;
@@ -168,7 +170,6 @@ absl::Status RunOnce(Config& c, const std::vector<int32_t>& prompt, int64_t toke
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   c.decode_tps.push_back(batch * tokens / seconds);
   const runtime::DeviceWork after = c.backend->Work();
-  c.step_us = 1e6 * seconds / tokens;
   c.enqueue_us_per_step = 1e6 * (after.enqueue_seconds - before.enqueue_seconds) / tokens;
   c.launches_per_step = double(after.launches - before.launches) / tokens;
   c.event_ops_per_step = double(after.event_ops - before.event_ops) / tokens;
@@ -301,6 +302,7 @@ int RunEngineBench(const std::vector<std::string>& argv) {
   }
   // What the report needs of the models and backends, before a GPU's are freed.
   for (Config& c : configs) {
+    c.step_us = 1e6 * static_cast<double>(*batch) / Median(c.decode_tps);
     c.resident_bytes = c.model->resident_bytes();
     c.scratch_bytes = c.backend->Memory().scratch;
   }
@@ -320,8 +322,13 @@ int RunEngineBench(const std::vector<std::string>& argv) {
     backends.clear();
     if (!json) std::fprintf(stderr, "measuring %s's read and product rates\n", device_name.c_str());
     absl::StatusOr<DeviceRates> measured = MeasureDeviceRates(index);
-    if (!measured.ok()) return Fail("engine-bench", measured.status());
-    rates = *measured;
+    if (measured.ok()) {
+      rates = *measured;
+    } else {
+      // The steps' results stand without the ceilings.
+      std::fprintf(stderr, "engine-bench: warning: no device_rates: %s\n",
+                   measured.status().ToString().c_str());
+    }
   }
 #endif
 
