@@ -138,7 +138,7 @@ absl::Status EmulatedForwardOps::PrepareHeadsAndStoreKv(
       for (int w = 0; w < kHeadWarps; ++w) {
         float lanes[kWarp];
         for (int l = 0; l < kWarp; ++l)
-          lanes[l] = HeadSquares(value, d, w * kWarp + l, kHeadThreads);
+          lanes[l] = RmsSquares(value, d, w * kWarp + l, kHeadThreads);
         WarpSum(lanes);
         partial[w] = lanes[0];
       }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "codec/cuda/cuda_status.h"
 #include "tools/df11/device_rates.h"
 
 namespace df11::tool {
@@ -20,10 +21,7 @@ constexpr int kReadBlocksPerSm = 4;
 constexpr int kMatmulSize = 8192;
 constexpr int kRuns = 10;
 
-absl::Status Check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
+absl::Status Check(cudaError_t e, const char* what) { return ::df11::cuda::CudaStatus(e, what); }
 absl::Status Check(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", cublasGetStatusString(s)));

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "codec/base/status_macros.h"
+#include "codec/cuda/cuda_status.h"
 #include "daemon/runtime/backends/cuda/device/flashinfer_decode.h"
 
 namespace df11::runtime::cuda::flashinfer_decode {
@@ -25,11 +26,6 @@ using Params = flashinfer::BatchDecodeParams<__nv_bfloat16, __nv_bfloat16, __nv_
 template <bool kSoftCap>
 using Variant = flashinfer::DefaultAttention<false, true, kSoftCap, false>;
 constexpr auto kNoRope = flashinfer::PosEncodingMode::kNone;
-
-inline absl::Status CudaError(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("FlashInfer ", what, ": ", cudaGetErrorString(e)));
-}
 
 template <uint32_t kHeadDim, bool kSoftCap>
 absl::Status Plan(const FlashInferBuffers& b, const DecodeBatch& batch, const AttentionShape& s,
@@ -47,7 +43,7 @@ absl::Status Plan(const FlashInferBuffers& b, const DecodeBatch& batch, const At
           flashinfer::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<
               kGroup, kHeadDim, kNoRope, Variant<kSoftCap>, Params>);
     });
-    DF11_RETURN_IF_ERROR(CudaError(e, "decode plan"));
+    DF11_RETURN_IF_ERROR(::df11::cuda::CudaStatus(e, "FlashInfer decode plan"));
     plan = info.ToVector();
     split_kv = info.split_kv;
     return absl::OkStatus();
@@ -105,10 +101,10 @@ absl::Status Run(const FlashInferBuffers& b, const std::vector<int64_t>& plan, c
     tmp_s = flashinfer::GetPtrFromBaseOffset<float>(b.float_buffer, info.s_offset);
   }
   try {
-    return CudaError(
+    return ::df11::cuda::CudaStatus(
         flashinfer::BatchDecodeWithPagedKVCacheDispatched<kHeadDim, kNoRope, Variant<kSoftCap>>(
             p, tmp_v, tmp_s, /*enable_pdl=*/false, stream),
-        "batch decode");
+        "FlashInfer batch decode");
   } catch (const std::exception& x) {
     return absl::InternalError(absl::StrCat("FlashInfer's batch decode: ", x.what()));
   }

@@ -87,7 +87,7 @@ __global__ void PrepareHeadsKernel(uint16_t* q, uint16_t* k, const uint16_t* v, 
   const int threads = kHeadThreads;
   HeadLoad(h.head, d, value, threadIdx.x, threads);
   if (h.norm != nullptr) {
-    const float sum = WarpSum(HeadSquares(value, d, threadIdx.x, threads));
+    const float sum = WarpSum(RmsSquares(value, d, threadIdx.x, threads));
     if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = sum;
     __syncthreads();
     HeadNormalize(value, h.norm, d, RmsScale(HeadTotal(partial), d, eps), offset, threadIdx.x,

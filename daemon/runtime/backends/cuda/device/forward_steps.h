@@ -172,7 +172,7 @@ DF11_HOST_DEVICE void RmsStore(const In* row, const uint16_t* w, int64_t n, floa
 // ---------------------------------------------------------------------------------------------
 // PrepareHeadsKernel: one block of kHeadThreads per head, heads of q first (rows x heads), then
 // those of k (rows x kv_heads). The head goes through shared memory (`value`): loaded (HeadLoad);
-// normalised when it has a norm (HeadSquares, each warp's WarpSum into partial[warp], a barrier,
+// normalised when it has a norm (RmsSquares, each warp's WarpSum into partial[warp], a barrier,
 // HeadTotal, RmsScale, HeadNormalize: rounded to BF16, as RmsNorm stores it); a barrier; rotated
 // (HeadRotate, rounded as Rope stores); a barrier; stored back (HeadStore), and, for a head of k,
 // stored with the same head of v in its row's page.
@@ -193,11 +193,6 @@ DF11_HOST_DEVICE HeadOfBlock HeadOf(uint16_t* q, uint16_t* k, int64_t heads, int
 }
 DF11_HOST_DEVICE void HeadLoad(const uint16_t* head, int64_t d, float* value, int t, int threads) {
   for (int64_t i = t; i < d; i += threads) value[i] = LoadValue(head, i);
-}
-DF11_HOST_DEVICE float HeadSquares(const float* value, int64_t d, int t, int threads) {
-  float sum = 0;
-  for (int64_t i = t; i < d; i += threads) sum += value[i] * value[i];
-  return sum;
 }
 DF11_HOST_DEVICE float HeadTotal(const float (&partial)[kHeadWarps]) {
   float total = 0;
